@@ -1,0 +1,1 @@
+"""brutus: a compaction-aware persistent session store for long-running coding agents."""

@@ -1,0 +1,132 @@
+"""Lossless text for both backends.
+
+PostgreSQL refuses ``\\x00`` in TEXT and JSONB, and no UTF-8 database can hold a lone surrogate. brutus stores
+such text escaped and gives it back exactly: the escape character ``U+E000`` (private use) is written as
+``U+E000 U+E000``, NUL as ``U+E000 0`` and a surrogate as ``U+E000 s`` plus four hex digits. Text without
+any of the three characters (nearly all text) is stored as it is, so plain SQL reads it unchanged.
+
+JSON values are walked and every string (keys too) gets the same treatment; nesting deeper than
+``MAX_JSON_DEPTH`` is refused with ``InvalidInput`` before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .errors import InvalidInput
+
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "decode_text",
+    "dumps_json",
+    "encode_json",
+    "encode_text",
+    "loads_json",
+]
+
+ESC = "\ue000"
+MAX_JSON_DEPTH = 256
+_NEEDS_ESCAPE = re.compile("[\x00\ue000\ud800-\udfff]")
+_ESCAPED = re.compile("\ue000(\ue000|0|s[0-9a-f]{4})")
+
+
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    if ch == "\x00":
+        return ESC + "0"
+    if ch == ESC:
+        return ESC + ESC
+    return f"{ESC}s{ord(ch):04x}"
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code == ESC:
+        return ESC
+    if code == "0":
+        return "\x00"
+    return chr(int(code[1:], 16))
+
+
+def encode_text(text: str) -> str:
+    """``text`` in a form every backend stores; ``decode_text`` gives it back."""
+    if text.isascii() and "\x00" not in text:
+        return text
+    return _NEEDS_ESCAPE.sub(_escape, text)
+
+
+def decode_text(text: str) -> str:
+    if ESC not in text:
+        return text
+    return _ESCAPED.sub(_unescape, text)
+
+
+def _walk(value: Any, fn: Any) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {fn(k): _walk(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_walk(v, fn) for v in value]
+    return value
+
+
+def encode_json(value: Any) -> Any:
+    """``value`` ready for a JSON column, strings encoded; ``InvalidInput`` for what JSON cannot hold.
+
+    Checks by serializing once (the C encoder is fast); walks the value only when a string needs escaping.
+    """
+    if value is None:
+        return None
+    try:
+        dumped = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        raise InvalidInput("JSON value is nested too deeply to store") from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"not a JSON value: {exc}") from None
+    if _nesting(dumped) > MAX_JSON_DEPTH:
+        raise InvalidInput(f"JSON value is nested deeper than {MAX_JSON_DEPTH} levels")
+    if "\\u0000" in dumped or _NEEDS_ESCAPE.search(dumped):
+        return _walk(json.loads(dumped), encode_text)  # via loads: tuples become lists, keys strings
+    return value
+
+
+def _nesting(dumped: str) -> int:
+    """Maximum bracket depth of a JSON text, ignoring brackets inside strings (cheap upper bound first)."""
+    if dumped.count("[") + dumped.count("{") <= MAX_JSON_DEPTH:
+        return 0
+    depth = best = 0
+    in_string = escaped = False
+    for ch in dumped:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return best
+
+
+def dumps_json(value: Any) -> str:
+    """The engines' JSON serializer: values reach it already encoded."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def loads_json(text: str | bytes) -> Any:
+    """The engines' JSON deserializer: decodes escaped strings only when the text holds an escape."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    value = json.loads(text)
+    if ESC in text:
+        value = _walk(value, decode_text)
+    return value

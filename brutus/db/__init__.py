@@ -1,0 +1,1 @@
+"""Storage: tables, engines and migrations."""

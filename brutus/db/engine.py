@@ -1,0 +1,106 @@
+"""Engines: the URL brutus uses by default, SQLite pragmas, and write transactions that wait their turn.
+
+SQLite runs in WAL mode with ``synchronous=NORMAL``, ``foreign_keys=ON`` and a busy timeout. brutus takes
+over BEGIN from the sqlite3 driver: a write transaction starts with ``BEGIN IMMEDIATE``, so a second process
+waits for the write lock (up to the busy timeout) instead of failing with "database is locked" when its
+read snapshot goes stale mid-transaction. PostgreSQL goes through psycopg 3.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from .. import codec
+from ..errors import InvalidInput
+
+__all__ = ["BUSY_TIMEOUT_MS", "WRITE", "default_url", "make_engine", "normalize_url", "redact"]
+
+BUSY_TIMEOUT_MS = 30_000
+WRITE = {"brutus_write": True}  # execution option marking a connection whose transaction will write
+
+
+def default_url() -> str:
+    """``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data directory."""
+    url = os.environ.get("BRUTUS_DATABASE_URL")
+    if url:
+        return url
+    from platformdirs import user_data_dir
+
+    path = Path(user_data_dir("brutus", appauthor=False)) / "brutus.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def normalize_url(url: str) -> str:
+    """Accept plain file paths and ``postgres://`` URLs; pick the drivers brutus ships with."""
+    if "://" not in url:
+        return f"sqlite:///{url}"
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def redact(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine for ``url`` with brutus's connection settings."""
+    url = normalize_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise InvalidInput(f"not a database URL: {url!r}") from None
+    options: dict[str, Any] = {
+        "json_serializer": codec.dumps_json,
+        "json_deserializer": codec.loads_json,
+    }
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        database = parsed.database or ""
+        if database in ("", ":memory:") or parsed.query.get("mode") == "memory":
+            raise InvalidInput("brutus needs a SQLite file, not an in-memory database")
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        options["connect_args"] = {"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
+    elif backend == "postgresql":
+        if parsed.get_driver_name() != "psycopg":
+            raise InvalidInput(f"brutus talks to PostgreSQL through psycopg 3: use postgresql+psycopg://…, got {redact(url)}")
+        options["pool_pre_ping"] = True
+    else:
+        raise InvalidInput(f"brutus supports SQLite and PostgreSQL, not {backend!r} ({redact(url)})")
+    options.update(kwargs)
+    try:
+        engine = create_engine(parsed, **options)
+    except (ImportError, ModuleNotFoundError) as exc:
+        raise InvalidInput(f"the driver for {backend} is not installed ({exc}); pip install 'brutus[postgres]'") from None
+    if backend == "sqlite":
+        _sqlite_events(engine)
+    return engine
+
+
+def _sqlite_events(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # brutus emits BEGIN itself, below
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        write = conn.get_execution_options().get("brutus_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+

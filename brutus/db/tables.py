@@ -1,0 +1,196 @@
+"""The schema: ORM rows (``…Row``) with a naming convention, and the ``pruned_parts`` view.
+
+Rules the rows keep:
+
+- ``messages.seq`` is unique per session and gapless; ``sessions.last_seq`` hands it out (an UPDATE …
+  RETURNING, which also serializes concurrent appenders on PostgreSQL).
+- ``sessions.boundary_seq`` caches where ``filter_compacted`` starts (the last completed compaction
+  boundary, or the tail it keeps); every write that can move a boundary recomputes it in its transaction.
+- A tool part's output text lives in ``tool_outputs`` so marking a part pruned never rewrites the text, and
+  loading a pruned part never reads it. Token estimates are stored when a part is written.
+
+Migrations (``migrations/versions``) create exactly this; a test compares them. ``create_all`` is for nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "Base",
+    "CompactionRow",
+    "MessageRow",
+    "PRUNED_PARTS_VIEW",
+    "PartRow",
+    "SessionRow",
+    "ToolOutputRow",
+    "ToolStateRow",
+]
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# none_as_null: Python None is SQL NULL (not the JSON text 'null'), so "error IS NULL" means no error.
+JSONType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+ID = String(64)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    parent_id: Mapped[str | None] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+    title: Mapped[str | None] = mapped_column(Text)
+    directory: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[int] = mapped_column(BigInteger, index=True)
+    archived_at: Mapped[int | None] = mapped_column(BigInteger)
+    last_seq: Mapped[int] = mapped_column(Integer, default=0)
+    boundary_message_id: Mapped[str | None] = mapped_column(ID)
+    boundary_seq: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class MessageRow(Base):
+    __tablename__ = "messages"
+    __table_args__ = (
+        # "the messages of a session from seq X on": an index range scan.
+        UniqueConstraint("session_id", "seq"),
+        # finding compaction boundaries without walking the history
+        Index(None, "session_id", "summary"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    parent_id: Mapped[str | None] = mapped_column(ID)
+    agent: Mapped[str | None] = mapped_column(Text)
+    mode: Mapped[str | None] = mapped_column(Text)
+    provider_id: Mapped[str | None] = mapped_column(Text)
+    model_id: Mapped[str | None] = mapped_column(Text)
+    summary: Mapped[bool] = mapped_column(Boolean, default=False)
+    synthetic: Mapped[bool] = mapped_column(Boolean, default=False)
+    finish: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[Any | None] = mapped_column(JSONType)
+    cost: Mapped[float] = mapped_column(Float, default=0.0)
+    tokens_input: Mapped[int] = mapped_column(BigInteger, default=0)
+    tokens_output: Mapped[int] = mapped_column(BigInteger, default=0)
+    tokens_reasoning: Mapped[int] = mapped_column(BigInteger, default=0)
+    tokens_cache_read: Mapped[int] = mapped_column(BigInteger, default=0)
+    tokens_cache_write: Mapped[int] = mapped_column(BigInteger, default=0)
+    part_count: Mapped[int] = mapped_column(Integer, default=0)
+    token_estimate: Mapped[int] = mapped_column(BigInteger, default=0)
+    meta: Mapped[Any | None] = mapped_column("metadata", JSONType)
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    completed_at: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class PartRow(Base):
+    __tablename__ = "parts"
+    __table_args__ = (
+        UniqueConstraint("message_id", "position"),
+        # "the tool parts of a session newest first": an index range scan on (session_id, type, id).
+        Index(None, "session_id", "type", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"))
+    message_id: Mapped[str] = mapped_column(ID, ForeignKey("messages.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(32))
+    data: Mapped[Any] = mapped_column(JSONType)
+    tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[int] = mapped_column(BigInteger)
+
+
+class ToolStateRow(Base):
+    __tablename__ = "tool_states"
+    __table_args__ = (Index(None, "session_id", "compacted_at"),)
+
+    part_id: Mapped[str] = mapped_column(ID, ForeignKey("parts.id", ondelete="CASCADE"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"))
+    call_id: Mapped[str] = mapped_column(Text)
+    tool: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    input: Mapped[Any] = mapped_column(JSONType)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    title: Mapped[str | None] = mapped_column(Text)
+    meta: Mapped[Any | None] = mapped_column("metadata", JSONType)
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[int | None] = mapped_column(BigInteger)
+    ended_at: Mapped[int | None] = mapped_column(BigInteger)
+    compacted_at: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class ToolOutputRow(Base):
+    __tablename__ = "tool_outputs"
+
+    part_id: Mapped[str] = mapped_column(ID, ForeignKey("parts.id", ondelete="CASCADE"), primary_key=True)
+    output: Mapped[str] = mapped_column(Text)
+
+
+class CompactionRow(Base):
+    __tablename__ = "compactions"
+    __table_args__ = (Index(None, "session_id", "status"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"))
+    user_message_id: Mapped[str | None] = mapped_column(ID, ForeignKey("messages.id", ondelete="SET NULL"))
+    summary_message_id: Mapped[str | None] = mapped_column(ID, ForeignKey("messages.id", ondelete="SET NULL"))
+    trigger: Mapped[str] = mapped_column(String(16))
+    auto: Mapped[bool] = mapped_column(Boolean, default=False)
+    overflow: Mapped[bool] = mapped_column(Boolean, default=False)
+    tail_start_id: Mapped[str | None] = mapped_column(ID)
+    status: Mapped[str] = mapped_column(String(16))
+    pre_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    post_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    model: Mapped[str | None] = mapped_column(Text)
+    cost: Mapped[float] = mapped_column(Float, default=0.0)
+    error: Mapped[str | None] = mapped_column(Text)
+    instructions: Mapped[str | None] = mapped_column(Text)
+    fallback_used: Mapped[str | None] = mapped_column(String(32))
+    boundary: Mapped[Any | None] = mapped_column(JSONType)
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    completed_at: Mapped[int | None] = mapped_column(BigInteger)
+
+
+# What was pruned, when, and how much: one SELECT for an operator (see README).
+PRUNED_PARTS_VIEW = """
+CREATE VIEW pruned_parts AS
+SELECT p.session_id AS session_id,
+       p.message_id AS message_id,
+       p.id AS part_id,
+       t.tool AS tool,
+       t.call_id AS call_id,
+       t.output_tokens AS tokens,
+       t.compacted_at AS compacted_at
+FROM tool_states t
+JOIN parts p ON p.id = t.part_id
+WHERE t.compacted_at IS NOT NULL
+"""

@@ -1,0 +1,91 @@
+"""The errors brutus raises: one tree, so callers can catch ``BrutusError`` and nothing else.
+
+::
+
+    BrutusError
+    ├── NotFound                 an id names no session, message or part
+    ├── InvalidInput             a value brutus cannot store or does not accept (nothing was written)
+    │   └── InvalidTransition    a tool state change the state machine forbids
+    ├── SchemaOutOfDate          the database is behind the code's migrations (run `brutus db upgrade`)
+    ├── DatabaseError            the database refused or failed (wraps the SQLAlchemy/driver error)
+    │   └── DatabaseBusy         a lock could not be had within the busy timeout
+    └── CompactionError
+        ├── CompactionInProgress another compaction of the session is running
+        └── CompactionStalled    a compaction would not reduce the context, or repeats back to back
+
+SQLAlchemy and driver exceptions never leave the store: they are translated here with ``raise … from exc``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrutusError",
+    "CompactionError",
+    "CompactionInProgress",
+    "CompactionStalled",
+    "DatabaseBusy",
+    "DatabaseError",
+    "InvalidInput",
+    "InvalidTransition",
+    "NotFound",
+    "SchemaOutOfDate",
+]
+
+
+class BrutusError(Exception):
+    """Base of every error brutus raises on purpose."""
+
+
+class NotFound(BrutusError, LookupError):
+    """An id names nothing in the store."""
+
+    def __init__(self, kind: str, id: object) -> None:
+        self.kind = kind
+        self.id = id
+        super().__init__(f"{kind} not found: {id!r}")
+
+
+class InvalidInput(BrutusError, ValueError):
+    """A value brutus does not accept; nothing was written."""
+
+
+class InvalidTransition(InvalidInput):
+    """A tool state change that the state machine forbids; nothing was written."""
+
+    def __init__(self, part_id: str, current: str, requested: str) -> None:
+        self.part_id = part_id
+        self.current = current
+        self.requested = requested
+        super().__init__(f"tool part {part_id}: cannot go from {current!r} to {requested!r}")
+
+
+class SchemaOutOfDate(BrutusError):
+    """The database schema is behind the migrations this version of brutus ships."""
+
+    def __init__(self, current: str | None, head: str, url: str) -> None:
+        self.current = current
+        self.head = head
+        super().__init__(
+            f"database schema is at revision {current or '(empty)'}, brutus needs {head}: "
+            f"run `brutus db upgrade --db {url}` (or open the store with auto_migrate=True)"
+        )
+
+
+class DatabaseError(BrutusError):
+    """The database failed or refused a statement."""
+
+
+class DatabaseBusy(DatabaseError):
+    """The database stayed locked by another writer for longer than the busy timeout."""
+
+
+class CompactionError(BrutusError):
+    """Base of the compaction errors."""
+
+
+class CompactionInProgress(CompactionError):
+    """Another compaction of the same session is running."""
+
+
+class CompactionStalled(CompactionError):
+    """A compaction that would not reduce the context, or one that repeats another with no new turn."""

@@ -1,0 +1,231 @@
+"""``SessionStore``: the synchronous store.
+
+Rules it keeps:
+
+- Every call is one transaction (``with store.batch():`` makes several calls one); a call that raises has
+  written nothing.
+- Write transactions take the write lock up front (``BEGIN IMMEDIATE`` on SQLite), so concurrent writers
+  queue instead of failing with "database is locked".
+- SQLAlchemy and driver errors are translated into ``brutus.errors`` at this boundary.
+- The logic lives in ``brutus.db.ops`` (shared with the async store); this module only runs it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+
+from .db import ops
+from .db.engine import WRITE, default_url, make_engine, redact
+from .db.migrate import check_schema, upgrade
+from .db.statements import Op, Step
+from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
+from .models import Message, MessageWithParts, Part, Session, TokenCounts, ToolPart
+
+__all__ = ["SessionStore", "fetch", "translate_errors"]
+
+Clock = Callable[[], int]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def fetch(result: Any, how: str) -> Any:
+    """Materialize a statement's result the way its ``Step`` asked."""
+    if how == "all":
+        return result.all()
+    if how == "first":
+        return result.first()
+    if how == "rowcount":
+        return result.rowcount
+    return None
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn SQLAlchemy / driver exceptions into ``BrutusError``s."""
+    try:
+        yield
+    except BrutusError:
+        raise
+    except IntegrityError as exc:
+        raise InvalidInput(f"refused by the database: {_reason(exc)}") from exc
+    except OperationalError as exc:
+        reason = _reason(exc)
+        if "locked" in reason or "busy" in reason:
+            raise DatabaseBusy(f"database busy: {reason}") from exc
+        raise DatabaseError(f"database error: {reason}") from exc
+    except (DBAPIError, SQLAlchemyError) as exc:
+        raise DatabaseError(f"database error: {_reason(exc)}") from exc
+
+
+def _reason(exc: SQLAlchemyError) -> str:
+    orig = getattr(exc, "orig", None)
+    return str(orig if orig is not None else exc).strip().splitlines()[0]
+
+
+class SessionStore:
+    """The persistent, compaction-aware session store (sync). Build it with ``SessionStore.open(url)``."""
+
+    def __init__(self, engine: Engine, *, url: str | None = None, clock: Clock = _now_ms) -> None:
+        self.engine = engine
+        self.url = url or engine.url.render_as_string(hide_password=True)
+        self.clock = clock
+        self._batch: ContextVar[Connection | None] = ContextVar(f"brutus_batch_{id(self)}", default=None)
+
+    @classmethod
+    def open(cls, url: str | None = None, *, auto_migrate: bool = True, clock: Clock = _now_ms) -> SessionStore:
+        """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
+        dir). With ``auto_migrate`` the schema is upgraded in place; without, a database behind head raises
+        ``SchemaOutOfDate`` naming the command to run."""
+        url = url or default_url()
+        engine = make_engine(url)
+        try:
+            with translate_errors():
+                if auto_migrate:
+                    upgrade(engine)
+                else:
+                    check_schema(engine, redact(url))
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine, url=redact(url), clock=clock)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- running operations ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def _connection(self, write: bool) -> Iterator[Connection]:
+        active = self._batch.get()
+        if active is not None:
+            yield active
+            return
+        with translate_errors():
+            options = WRITE if write else {}
+            with self.engine.connect().execution_options(**options) as connection:
+                with connection.begin():
+                    yield connection
+
+    def _run(self, op: Op, *, write: bool = True) -> Any:
+        with self._connection(write) as connection, translate_errors():
+            try:
+                current: Step = next(op)
+                while True:
+                    result = connection.execute(current.statement, current.params)
+                    current = op.send(fetch(result, current.fetch))
+            except StopIteration as stop:
+                return stop.value
+
+    @contextmanager
+    def batch(self) -> Iterator[SessionStore]:
+        """A unit of work: the calls inside commit once when the block ends, or not at all if it raises."""
+        if self._batch.get() is not None:
+            yield self
+            return
+        with self._connection(write=True) as connection:
+            token = self._batch.set(connection)
+            try:
+                yield self
+            finally:
+                self._batch.reset(token)
+
+    # -- sessions ---------------------------------------------------------------------------------------------
+
+    def create_session(
+        self,
+        *,
+        title: str | None = None,
+        directory: str | None = None,
+        parent_id: str | None = None,
+        id: str | None = None,
+    ) -> Session:
+        return self._run(
+            ops.create_session(now=self.clock(), title=title, directory=directory, parent_id=parent_id, id=id)
+        )
+
+    def get_session(self, session_id: str) -> Session:
+        return self._run(ops.get_session(session_id), write=False)
+
+    def list_sessions(
+        self, *, parent_id: str | None = None, limit: int | None = None, include_archived: bool = True
+    ) -> list[Session]:
+        """Sessions, most recently updated first."""
+        return self._run(
+            ops.list_sessions(parent_id=parent_id, limit=limit, include_archived=include_archived), write=False
+        )
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session and everything in it (messages, parts, tool states, compactions, child sessions)."""
+        self._run(ops.delete_session(session_id))
+
+    # -- messages and parts -------------------------------------------------------------------------------------
+
+    def append_message(self, session_id: str, role: str, **fields: Any) -> Message:
+        """Append a message; ``fields`` are ``Message`` fields (parent_id, agent, mode, model_id, …)."""
+        return self._run(ops.append_message(session_id, role, fields, now=self.clock()))
+
+    def append_part(self, message_id: str, part: Part | dict[str, Any]) -> Part:
+        """Append a part (any of the twelve types, a model or a dict); the store assigns its id if it has none."""
+        return self._run(ops.append_part(message_id, part, now=self.clock()))
+
+    def update_tool(
+        self,
+        part_id: str,
+        *,
+        status: str,
+        output: str | None = None,
+        error: str | None = None,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        input: dict[str, Any] | None = None,
+    ) -> ToolPart:
+        """Move a tool part along pending → running → completed | error (or pending → error)."""
+        return self._run(
+            ops.update_tool(
+                part_id,
+                status=status,
+                output=output,
+                error=error,
+                title=title,
+                metadata=metadata,
+                input=input,
+                now=self.clock(),
+            )
+        )
+
+    def finish_message(
+        self,
+        message_id: str,
+        *,
+        finish: str,
+        tokens: TokenCounts | dict[str, Any] | None = None,
+        cost: float = 0.0,
+        error: Any = None,
+    ) -> Message:
+        """Record how an assistant message ended, its provider-reported usage and cost."""
+        return self._run(
+            ops.finish_message(message_id, finish=finish, tokens=tokens, cost=cost, error=error, now=self.clock())
+        )
+
+    def messages(self, session_id: str) -> list[MessageWithParts]:
+        """The full history of a session, chronological."""
+        return self._run(ops.load_messages(session_id, filtered=False), write=False)
+
+    def filter_compacted(self, session_id: str) -> list[MessageWithParts]:
+        """The history back to the last completed compaction boundary only (outputs of pruned parts unread)."""
+        return self._run(ops.load_messages(session_id, filtered=True), write=False)

@@ -1,0 +1,1 @@
+"""brutus's alembic migrations (installed as ``brutus._migrations``)."""
