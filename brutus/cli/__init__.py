@@ -1,5 +1,13 @@
 """The ``brutus`` command line."""
 
-from .app import main
+import sys
+
+
+def main() -> None:
+    """Console-script entry point."""
+    from .app import main as run
+
+    sys.exit(run())
+
 
 __all__ = ["main"]

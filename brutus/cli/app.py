@@ -1,3 +1,88 @@
-"""placeholder"""
-def main():
-    pass
+"""The ``brutus`` command: parse, call the library, print. Errors become one line and a non-zero exit.
+
+Heavy imports (SQLAlchemy, rich) happen inside the commands, so ``brutus --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+__all__ = ["cli", "main"]
+
+DB_HELP = "Database URL (default: $BRUTUS_DATABASE_URL, else a SQLite file in the user data dir)."
+
+
+def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--db", "db", metavar="URL", default=None, help=DB_HELP)(fn)
+
+
+def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")(fn)
+
+
+def open_store(db: str | None, *, auto_migrate: bool = True) -> Any:
+    from ..store import SessionStore
+
+    return SessionStore.open(db, auto_migrate=auto_migrate)
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="brutus")
+def cli() -> None:
+    """brutus: the compaction-aware session store behind a long-running coding agent."""
+
+
+@cli.command()
+@db_option
+@json_option
+def demo(db: str | None, as_json: bool) -> None:
+    """Write a small sample agent session into the store and print it."""
+    from .demo import run_demo
+
+    run_demo(open_store(db), as_json=as_json)
+
+
+from . import db_commands, session_commands  # noqa: E402  (commands register themselves on `cli`)
+
+db_commands.register(cli)
+session_commands.register(cli)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI, turning every error into one line on stderr and a non-zero exit."""
+    from ..errors import BrutusError
+
+    try:
+        cli.main(args=argv, prog_name="brutus", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("brutus: aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except BrutusError as exc:
+        click.echo(f"brutus: error: {exc}", err=True)
+        return 1
+    except KeyboardInterrupt:
+        click.echo("brutus: interrupted", err=True)
+        return 130
+    except Exception as exc:  # noqa: BLE001  no traceback reaches a user; BRUTUS_DEBUG=1 shows it
+        if os.environ.get("BRUTUS_DEBUG"):
+            raise
+        click.echo(f"brutus: internal error: {type(exc).__name__}: {exc} (set BRUTUS_DEBUG=1 for details)", err=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -268,8 +268,8 @@ def append_part(message_id: Any, part: Any, *, now: int) -> Op:
     part = validate_part(part)
     part_id = check_id("part", part.id, new=True) if part.id is not None else new_id("part", now)
     data = part_data(part)
+    tool_values = _tool_values(part, now) if part.type == "tool" else None  # validates before estimating
     tokens = part_tokens(part)
-    tool_values = _tool_values(part, now) if part.type == "tool" else None
     if part.id is not None:
         taken = yield step(select(P.c.id).where(P.c.id == part_id), fetch="first")
         if taken is not None:

@@ -1,0 +1,3 @@
+from brutus.cli import main
+
+main()

@@ -1,0 +1,104 @@
+"""``brutus db upgrade|downgrade|current|check``: the schema, driven through alembic."""
+
+from __future__ import annotations
+
+import click
+
+from .app import db_option, json_option, print_json
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(db)
+
+
+@click.group()
+def db() -> None:
+    """Schema migrations."""
+
+
+def _engine(url: str | None):
+    from ..db.engine import default_url, make_engine
+
+    url = url or default_url()
+    return url, make_engine(url)
+
+
+@db.command()
+@db_option
+@click.option("--revision", default="head", show_default=True, help="Target revision.")
+def upgrade(db: str | None, revision: str) -> None:
+    """Upgrade the database schema in place (to the newest revision by default)."""
+    from ..db import migrate
+    from ..store import translate_errors
+
+    url, engine = _engine(db)
+    try:
+        with translate_errors():
+            migrate.upgrade(engine, revision)
+            with engine.connect() as conn:
+                current = migrate.current_revision(conn)
+    finally:
+        engine.dispose()
+    click.echo(f"database at revision {current}")
+
+
+@db.command()
+@db_option
+@click.argument("revision")
+def downgrade(db: str | None, revision: str) -> None:
+    """Downgrade the schema to REVISION ('base' removes every brutus table: their data is lost)."""
+    from ..db import migrate
+    from ..store import translate_errors
+
+    url, engine = _engine(db)
+    try:
+        with translate_errors():
+            migrate.downgrade(engine, revision)
+            with engine.connect() as conn:
+                current = migrate.current_revision(conn)
+    finally:
+        engine.dispose()
+    click.echo(f"database at revision {current or 'base'}")
+
+
+def _status(db: str | None) -> dict:
+    from ..db import migrate
+    from ..db.engine import redact
+    from ..store import translate_errors
+
+    url, engine = _engine(db)
+    try:
+        with translate_errors(), engine.connect() as conn:
+            current = migrate.current_revision(conn)
+    finally:
+        engine.dispose()
+    head = migrate.head_revision()
+    return {"url": redact(url), "current": current, "head": head, "up_to_date": current == head}
+
+
+@db.command()
+@db_option
+@json_option
+def current(db: str | None, as_json: bool) -> None:
+    """Print the database's schema revision and the newest one brutus ships."""
+    status = _status(db)
+    if as_json:
+        print_json(status)
+    else:
+        click.echo(f"current: {status['current'] or 'base (empty)'}\nhead:    {status['head']}")
+
+
+@db.command()
+@db_option
+@json_option
+def check(db: str | None, as_json: bool) -> None:
+    """Exit non-zero when the database schema is behind (run `brutus db upgrade`)."""
+    status = _status(db)
+    if as_json:
+        print_json(status)
+    elif status["up_to_date"]:
+        click.echo(f"schema up to date ({status['head']})")
+    if not status["up_to_date"]:
+        from ..errors import SchemaOutOfDate
+
+        raise SchemaOutOfDate(status["current"], status["head"], status["url"])

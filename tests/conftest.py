@@ -1,0 +1,110 @@
+"""Fixtures: stores on real SQLite files and on the real PostgreSQL server.
+
+PostgreSQL runs when ``BRUTUS_TEST_POSTGRES_URL`` is set (``.ci/run`` sets it). Each test run creates its own
+database on that server; tests share it and start from empty tables. Under CI (``CI`` set) a missing URL is
+an error, never a silent skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from brutus.db.engine import normalize_url
+from brutus.store import SessionStore
+
+PG_ENV = "BRUTUS_TEST_POSTGRES_URL"
+BACKENDS = ["sqlite", "postgresql"]
+TABLES = "compactions, tool_outputs, tool_states, parts, messages, sessions"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("CI") and not os.environ.get(PG_ENV):
+        raise pytest.UsageError(f"CI is set but {PG_ENV} is not: the PostgreSQL suite must run in CI")
+
+
+class PostgresServer:
+    """Creates and drops throw-away databases on the test server."""
+
+    def __init__(self, url: str) -> None:
+        self.url = make_url(normalize_url(url))
+        self.admin = create_engine(self.url, isolation_level="AUTOCOMMIT")
+        self.created: list[str] = []
+
+    def new_database(self) -> str:
+        name = f"brutus_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        with self.admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        self.created.append(name)
+        return self.url.set(database=name).render_as_string(hide_password=False)
+
+    def drop_all(self) -> None:
+        with self.admin.connect() as conn:
+            for name in self.created:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        self.admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer | None]:
+    url = os.environ.get(PG_ENV)
+    if not url:
+        yield None
+        return
+    server = PostgresServer(url)
+    yield server
+    server.drop_all()
+
+
+@pytest.fixture(scope="session")
+def pg_shared_url(pg_server: PostgresServer | None) -> str | None:
+    """One migrated database for the tests that only need a clean store."""
+    if pg_server is None:
+        return None
+    url = pg_server.new_database()
+    SessionStore.open(url).close()
+    return url
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "postgresql" and not os.environ.get(PG_ENV):
+        pytest.skip(f"{PG_ENV} not set")
+    return request.param
+
+
+@pytest.fixture
+def db_url(backend: str, tmp_path, pg_server: PostgresServer | None) -> str:
+    """A URL to a new, empty database (not migrated) on the backend under test."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'brutus.db'}"
+    assert pg_server is not None
+    return pg_server.new_database()
+
+
+@pytest.fixture
+def store_url(backend: str, tmp_path, pg_shared_url: str | None) -> Iterator[str]:
+    """A URL to a migrated database with empty tables."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'brutus.db'}"
+        SessionStore.open(url).close()
+        yield url
+        return
+    assert pg_shared_url is not None
+    engine = create_engine(make_url(pg_shared_url))
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {TABLES} CASCADE"))
+    engine.dispose()
+    yield pg_shared_url
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[SessionStore]:
+    s = SessionStore.open(store_url)
+    yield s
+    s.close()

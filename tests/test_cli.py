@@ -1,0 +1,85 @@
+"""The CLI through its real entry point: demo, sessions list, show, db commands, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import click
+import pytest
+
+from brutus.cli.app import cli
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ, **(env or {}))
+    full_env.pop("BRUTUS_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "brutus", *args], capture_output=True, text=True, env=full_env, timeout=120)
+
+
+def test_demo_show_and_list(store_url: str) -> None:
+    demo = run("demo", "--db", store_url, "--json")
+    assert demo.returncode == 0, demo.stderr
+    written = json.loads(demo.stdout)
+    session_id = written["session_id"]
+    assert [m["info"]["role"] for m in written["messages"]] == ["user", "assistant", "user", "assistant"]
+
+    listed = run("sessions", "list", "--db", store_url, "--json")
+    assert [s["id"] for s in json.loads(listed.stdout)] == [session_id]
+
+    shown = run("show", session_id, "--db", store_url, "--json")
+    assert json.loads(shown.stdout) == written["messages"]
+    people = run("show", session_id, "--db", store_url, "--full")
+    assert people.returncode == 0 and "tool read [completed]" in people.stdout
+
+
+def test_demo_runs_on_the_default_database(tmp_path) -> None:
+    result = run("demo", env={"BRUTUS_DATABASE_URL": f"sqlite:///{tmp_path / 'default.db'}"})
+    assert result.returncode == 0, result.stderr
+    assert "written to" in result.stdout and (tmp_path / "default.db").exists()
+
+
+def test_db_commands(db_url: str) -> None:
+    current = run("db", "current", "--db", db_url, "--json")
+    assert json.loads(current.stdout)["current"] is None
+    behind = run("db", "check", "--db", db_url)
+    assert behind.returncode == 1 and "brutus db upgrade" in behind.stderr
+    assert run("db", "upgrade", "--db", db_url).returncode == 0
+    assert run("db", "check", "--db", db_url).returncode == 0
+    assert run("db", "downgrade", "base", "--db", db_url).returncode == 0
+    assert json.loads(run("db", "current", "--db", db_url, "--json").stdout)["current"] is None
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("show", "ses_missing"), "session not found"),
+        (("show", "ses_x", "--db", "mysql://nowhere/db"), "supports SQLite and PostgreSQL"),
+        (("show", "ses_x", "--db", "postgresql://nobody@127.0.0.1:1/none"), "database error"),
+        (("sessions", "list", "--limit", "0"), "Invalid value"),
+        (("nonsense",), "No such command"),
+    ],
+)
+def test_errors_are_one_line_without_traceback(args, message, tmp_path) -> None:
+    result = run(*args, env={"BRUTUS_DATABASE_URL": f"sqlite:///{tmp_path / 'e.db'}"})
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr and "sqlalchemy" not in result.stderr.lower()
+
+
+def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+    found = []
+    for name, command in group.commands.items():
+        found.append((prefix + name, command))
+        if isinstance(command, click.Group):
+            found += _commands(command, prefix + name + " ")
+    return found
+
+
+def test_every_command_has_help() -> None:
+    for name, command in _commands(cli):
+        assert command.help, f"`brutus {name}` has no help text"
+        result = run(*name.split(), "--help")
+        assert result.returncode == 0 and "Usage" in result.stdout
