@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from builders import assistant, compaction, summary, text, tool, user
+from history_builders import assistant, compaction, summary, text, tool, user
 from corpus_helpers import corpus_files, load_export
 
 from brutus.history import (
