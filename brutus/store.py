@@ -26,7 +26,7 @@ from .db.engine import WRITE, default_url, make_engine, redact
 from .db.migrate import check_schema, upgrade
 from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
-from .models import Message, MessageWithParts, Part, Session, TokenCounts, ToolPart
+from .models import CompactionConfig, Message, MessageWithParts, Part, PruneResult, Session, TokenCounts, ToolPart
 
 __all__ = ["SessionStore", "fetch", "translate_errors"]
 
@@ -229,3 +229,8 @@ class SessionStore:
     def filter_compacted(self, session_id: str) -> list[MessageWithParts]:
         """The history back to the last completed compaction boundary only (outputs of pruned parts unread)."""
         return self._run(ops.load_messages(session_id, filtered=True), write=False)
+
+    def prune(self, session_id: str, config: CompactionConfig | None = None) -> PruneResult:
+        """Mark old tool outputs pruned (seed 004: protect the newest 40K estimated tokens, commit only above
+        20K), from stored estimates, in one transaction. The output text is kept."""
+        return self._run(ops.prune_session(session_id, config or CompactionConfig(), now=self.clock()))

@@ -12,12 +12,13 @@ from collections import defaultdict
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 
 from ..codec import encode_json, encode_text
 from ..errors import InvalidInput, NotFound
 from ..ids import new_id
-from ..models import Message, MessageWithParts, Part, Session, TokenCounts, ToolPart
+from ..models import CompactionConfig, Message, MessageWithParts, Part, PruneResult, Session, TokenCounts, ToolPart
+from ..prune import PruneCandidate, plan_prune
 from ..toolstate import check_transition
 from ..tokens import estimate_json_tokens, estimate_tokens
 from .convert import (
@@ -43,6 +44,7 @@ __all__ = [
     "get_session",
     "list_sessions",
     "load_messages",
+    "prune_session",
     "update_tool",
 ]
 
@@ -158,6 +160,7 @@ def _message_values(session_id: str, role: str, fields: dict[str, Any], now: int
     parent_id = fields.get("parent_id")
     if parent_id is not None:
         parent_id = check_id("message", parent_id, new=True)
+    fields = dict(fields, finish=fields.get("finish") or None, error=fields.get("error") or None)
     try:
         tokens = TokenCounts.model_validate(fields.get("tokens") or {})
         probe = Message(
@@ -242,6 +245,7 @@ def finish_message(
         raise InvalidInput(f"invalid tokens: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
     if error is not None and not isinstance(error, dict):
         error = {"message": str(error)}
+    error = error or None  # an empty error object is no error (as filter_compacted reads it)
     values = dict(
         finish=encode_text(finish),
         cost=_cost(cost),
@@ -411,7 +415,7 @@ def load_messages(session_id: Any, *, filtered: bool) -> Op:
     message_rows = yield step(select_messages(session_id, from_seq), fetch="all")
     if not message_rows:
         return []
-    parts_query = select_parts(include_pruned_output=not filtered)
+    parts_query = select_parts("unpruned" if filtered else "all")
     if from_seq is None:
         parts_query = parts_query.where(P.c.session_id == session_id)
     else:
@@ -426,3 +430,70 @@ def load_messages(session_id: Any, *, filtered: bool) -> Op:
         MessageWithParts.model_construct(info=message_from_row(row), parts=by_message.get(row.id, []))
         for row in message_rows
     ]
+
+
+# -- prune --------------------------------------------------------------------------------------------------
+
+_MARK_CHUNK = 500
+
+
+def prune_session(session_id: Any, config: CompactionConfig, *, now: int) -> Op:
+    """Seed 004's prune over stored token estimates: reads no output text, scans back to the last boundary
+    only (prune stops at the summary there anyway), marks the chosen parts in this one transaction."""
+    session_id = check_id("session", session_id)
+    if not isinstance(config, CompactionConfig):
+        raise InvalidInput(f"config must be a CompactionConfig, got {type(config).__name__}")
+    session = yield step(select(S.c.boundary_seq).where(S.c.id == session_id).with_for_update(), fetch="first")
+    if session is None:
+        raise NotFound("session", session_id)
+    if not config.prune:
+        return PruneResult()
+    tool_parts = P.alias("tp")
+    rows = yield step(
+        select(M.c.seq, M.c.role, M.c.summary, tool_parts.c.id, T.c.tool, T.c.status, T.c.output_tokens, T.c.compacted_at)
+        .select_from(
+            M.outerjoin(tool_parts, (tool_parts.c.message_id == M.c.id) & (tool_parts.c.type == "tool")).outerjoin(
+                T, T.c.part_id == tool_parts.c.id
+            )
+        )
+        .where(M.c.session_id == session_id, M.c.seq >= session.boundary_seq)
+        .order_by(M.c.seq, tool_parts.c.position),
+        fetch="all",
+    )
+    plan = plan_prune(
+        [
+            PruneCandidate(
+                message_seq=r.seq,
+                role=r.role,
+                summary=bool(r.summary),
+                part_id=r.id,
+                tool=r.tool,
+                status=r.status,
+                output_tokens=r.output_tokens or 0,
+                compacted=r.compacted_at is not None,
+            )
+            for r in rows
+        ],
+        config,
+    )
+    if not plan.part_ids:
+        return PruneResult(pruned=0, total=plan.total, parts=[])
+    ids = list(plan.part_ids)
+    for start in range(0, len(ids), _MARK_CHUNK):
+        chunk = ids[start : start + _MARK_CHUNK]
+        yield step(
+            update(T).where(T.c.part_id.in_(bindparam("ids", expanding=True))).values(compacted_at=now),
+            {"ids": chunk},
+        )
+    marked = []
+    for start in range(0, len(ids), _MARK_CHUNK):
+        chunk = ids[start : start + _MARK_CHUNK]
+        found = yield step(
+            select_parts(outputs="none").where(P.c.id.in_(bindparam("ids", expanding=True))),
+            {"ids": chunk},
+            fetch="all",
+        )
+        marked += [part_from_row(r) for r in found]
+    order = {part_id: i for i, part_id in enumerate(ids)}
+    marked.sort(key=lambda part: order[part.id])
+    return PruneResult(pruned=plan.pruned, total=plan.total, parts=marked)

@@ -12,7 +12,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, null, select, update
 from sqlalchemy.sql import Executable
 
 from .tables import CompactionRow, MessageRow, PartRow, SessionRow, ToolOutputRow, ToolStateRow
@@ -93,36 +93,39 @@ def select_messages(session_id_param: Any, from_seq: Any | None = None) -> Any:
     return query.order_by(M.c.seq)
 
 
-def select_parts(*, include_pruned_output: bool = True) -> Any:
+def select_parts(outputs: Literal["all", "unpruned", "none"] = "all") -> Any:
     """Parts joined with their tool state and output; the caller adds the WHERE clause.
 
-    With ``include_pruned_output=False`` the output of a pruned part is not even read.
+    ``outputs="unpruned"`` does not read the output of a pruned part; ``"none"`` reads no output at all.
     """
-    output_join = T.c.part_id == O.c.part_id
-    if not include_pruned_output:
-        output_join = and_(output_join, T.c.compacted_at.is_(None))
-    return (
-        select(
-            P.c.id,
-            P.c.session_id,
-            P.c.message_id,
-            P.c.position,
-            P.c.type,
-            P.c.data,
-            T.c.call_id,
-            T.c.tool,
-            T.c.status,
-            T.c.input,
-            T.c.title,
-            T.c.metadata.label("tool_meta"),
-            T.c.error.label("tool_error"),
-            T.c.started_at,
-            T.c.ended_at,
-            T.c.compacted_at,
-            O.c.output,
-        )
-        .select_from(P.outerjoin(T, T.c.part_id == P.c.id).outerjoin(O, output_join))
-    )
+    source = P.outerjoin(T, T.c.part_id == P.c.id)
+    if outputs == "none":
+        output = null().label("output")
+    else:
+        joined = T.c.part_id == O.c.part_id
+        if outputs == "unpruned":
+            joined = and_(joined, T.c.compacted_at.is_(None))
+        source = source.outerjoin(O, joined)
+        output = O.c.output
+    return select(
+        P.c.id,
+        P.c.session_id,
+        P.c.message_id,
+        P.c.position,
+        P.c.type,
+        P.c.data,
+        T.c.call_id,
+        T.c.tool,
+        T.c.status,
+        T.c.input,
+        T.c.title,
+        T.c.metadata.label("tool_meta"),
+        T.c.error.label("tool_error"),
+        T.c.started_at,
+        T.c.ended_at,
+        T.c.compacted_at,
+        output,
+    ).select_from(source)
 
 
 def refresh_boundary(session_id: str) -> Op:
@@ -146,7 +149,7 @@ def refresh_boundary(session_id: str) -> Op:
             u.c.role == "user",
             u.c.seq < a.c.seq,
         )
-        .order_by(u.c.seq.desc())
+        .order_by(u.c.seq.desc(), P.c.position)
         .limit(1),
         fetch="first",
     )
