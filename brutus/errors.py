@@ -11,7 +11,8 @@
     │   └── DatabaseBusy         a lock could not be had within the busy timeout
     └── CompactionError
         ├── CompactionInProgress another compaction of the session is running
-        └── CompactionStalled    a compaction would not reduce the context, or repeats back to back
+        ├── CompactionStalled    a compaction would not reduce the context, or repeats back to back
+        └── SummarizerError      the summarizer gave no usable summary (API error, timeout, empty, cut off)
 
 SQLAlchemy and driver exceptions never leave the store: they are translated here with ``raise … from exc``.
 """
@@ -29,6 +30,7 @@ __all__ = [
     "InvalidTransition",
     "NotFound",
     "SchemaOutOfDate",
+    "SummarizerError",
 ]
 
 
@@ -89,3 +91,26 @@ class CompactionInProgress(CompactionError):
 
 class CompactionStalled(CompactionError):
     """A compaction that would not reduce the context, or one that repeats another with no new turn."""
+
+
+class SummarizerError(CompactionError):
+    """The summarizer gave no usable summary: the provider failed or timed out, or the answer was empty.
+
+    ``status_code`` is the provider's HTTP status when there was one; ``context_overflow`` is true when the
+    request did not fit the summarizer model's context (shrink it and try again, or fall back).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str | None = None,
+        status_code: int | None = None,
+        stop_reason: str | None = None,
+        context_overflow: bool = False,
+    ) -> None:
+        self.model = model
+        self.status_code = status_code
+        self.stop_reason = stop_reason
+        self.context_overflow = context_overflow
+        super().__init__(message)
