@@ -415,7 +415,8 @@ def test_prune_on_the_corpus_exact_numbers():
     by_slug = {path.name.split("__")[1]: path for path in corpus_files()}
     # quick-falcon: the largest session; 50,698 tokens of outputs scanned, 10,698 above the 40,000 line
     assert prune(load_export(by_slug["quick-falcon"]), now=NOW) == PruneResult(pruned=0, total=50_698, parts=[])
-    # curious-sailor ends with its summary inside the two protected turns, so the scan goes on past it
+    # curious-sailor: its summary is inside the two protected turns, so the scan goes on past it and stops
+    # at the first part OpenCode itself pruned in that session
     assert prune(load_export(by_slug["curious-sailor"]), now=NOW) == PruneResult(pruned=0, total=39_294, parts=[])
     history = load_export(by_slug["quick-falcon"])
     result = prune(history, SMALL, now=NOW)
