@@ -19,6 +19,8 @@ Rules ``to_anthropic`` keeps, whatever the history holds:
   parts, ignored text, and an assistant message that failed (an error other than an abort, or an abort that
   left nothing but steps and reasoning), as OpenCode leaves it out. Synthetic text is kept. A file part is a
   short text mention ``[file: name (mime)]``; a subtask part is text.
+- Text that cannot be encoded as UTF-8 (lone surrogates, which brutus stores losslessly) is sent with each
+  lone surrogate replaced by U+FFFD, in texts, tool results and tool inputs alike.
 - An empty history renders to no messages; ``system`` is left out when None or empty.
 
 ``validate_anthropic`` checks a body against those API rules and is what the tests run every render through.
@@ -26,6 +28,7 @@ Rules ``to_anthropic`` keeps, whatever the history holds:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -120,8 +123,11 @@ def part_text(part: Part) -> str | None:
 def _compaction_first(history: Sequence[MessageWithParts]) -> list[MessageWithParts]:
     """Move each completed compaction's verbatim tail to just after its summary."""
     order = list(history)
-    moves = [(order[c.user_index], order[c.summary_index], order[c.tail_index])
-             for c in completed_compactions(order) if c.tail_index is not None]
+    moves = [
+        (order[c.user_index], order[c.summary_index], order[c.tail_index])
+        for c in completed_compactions(order)
+        if c.tail_index is not None
+    ]
     for user, summary, tail in moves:
         where = {id(message): index for index, message in enumerate(order)}
         start, boundary, end = where[id(tail)], where[id(user)], where[id(summary)]
@@ -139,8 +145,29 @@ def _failed(message: MessageWithParts) -> bool:
     return True
 
 
+def _clean(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD, so the request body encodes as UTF-8."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _clean_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, dict):
+        return {_clean(str(key)): _clean_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_clean_json(item) for item in value]
+    return value
+
+
 def _text_block(text: str | None) -> list[Block]:
-    return [{"type": "text", "text": text}] if text and text.strip() else []
+    return [{"type": "text", "text": _clean(text)}] if text and text.strip() else []
 
 
 class _Ids:
@@ -172,9 +199,11 @@ def _assistant_blocks(message: MessageWithParts, ids: _Ids) -> tuple[list[Block]
     for part in message.parts:
         if isinstance(part, ToolPart):
             tool_use_id = ids.make(part)
-            blocks.append({"type": "tool_use", "id": tool_use_id, "name": part.tool, "input": dict(part.state.input)})
+            blocks.append(
+                {"type": "tool_use", "id": tool_use_id, "name": part.tool, "input": _clean_json(part.state.input)}
+            )
             text, is_error = tool_result(part.state)
-            result: Block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": text}
+            result: Block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": _clean(text)}
             if is_error:
                 result["is_error"] = True
             results.append(result)
@@ -227,10 +256,20 @@ def to_anthropic(history: Sequence[MessageWithParts], *, system: str | None = No
 # -- validation ------------------------------------------------------------------------------------------
 
 
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _text_problems(where: str, block: Block) -> list[str]:
     text = block.get("text")
     if not isinstance(text, str) or not text.strip():
         return [f"{where}: text blocks must contain non-whitespace text"]
+    if not _encodes(text):
+        return [f"{where}: text is not valid UTF-8 (lone surrogate)"]
     return []
 
 
@@ -246,6 +285,8 @@ def _result_problems(where: str, block: Block) -> list[str]:
         empty = not content
     elif isinstance(content, str):
         empty = not content.strip()
+        if not _encodes(content):
+            problems.append(f"{where}: tool_result content is not valid UTF-8 (lone surrogate)")
     else:
         return [f"{where}: tool_result content must be a string or a list of blocks"]
     if empty:
@@ -277,6 +318,8 @@ def _block_problems(where: str, role: str, block: Any, ids: set[str]) -> list[st
         problems.append(f"{where}: tool_use needs a name")
     if not isinstance(block.get("input"), dict):
         problems.append(f"{where}: tool_use input must be an object")
+    elif not _encodes(json.dumps(block["input"], ensure_ascii=False)):
+        problems.append(f"{where}: tool_use input is not valid UTF-8 (lone surrogate)")
     return problems
 
 

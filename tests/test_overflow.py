@@ -227,7 +227,8 @@ def test_estimate_message_tokens_counts_what_may_be_sent():
 
 
 def test_tool_results_count_as_rendered():
-    assert estimate_part_tokens(tool("t", output="x" * 4000, compacted=5)) == 1 + 9  # "[Old tool result content cleared]"
+    cleared = tool("t", output="x" * 4000, compacted=5)
+    assert estimate_part_tokens(cleared) == 1 + 9  # "[Old tool result content cleared]"
     assert estimate_part_tokens(tool("t", status="pending")) == 1 + 8  # "[Tool execution was interrupted]"
     assert estimate_part_tokens(tool("t", status="running", input={"command": "ls -la"})) == 1 + 5 + 8
     assert estimate_part_tokens(tool("t", status="error", error="permission denied")) == 1 + 5
@@ -238,7 +239,8 @@ def test_tool_results_count_as_rendered():
 
 def test_user_parts_count_as_rendered():
     assert estimate_part_tokens(FilePart(mime="text/x-python", filename="a.py", url="file:///a.py")) == 7
-    assert estimate_part_tokens(SubtaskPart(prompt="look for pytest files", description="find tests", agent="explore")) == 13
+    subtask = SubtaskPart(prompt="look for pytest files", description="find tests", agent="explore")
+    assert estimate_part_tokens(subtask) == 13  # "[subtask explore: find tests]\nlook for pytest files"
     assert estimate_message_tokens(compaction("c1")) == 4 + 6  # "What did we do so far?"
     assert estimate_message_tokens(user("u")) == 4
 

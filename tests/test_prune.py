@@ -305,7 +305,9 @@ def test_plan_prune_stops_at_summary_and_compacted_rows():
         PruneCandidate(6, "user"),
     ]
     assert plan_prune(rows) == PrunePlan(90_000, 90_000, ("p1",))
-    rows[3] = PruneCandidate(4, "assistant", part_id="p1", tool="bash", status="completed", output_tokens=9, compacted=True)
+    rows[3] = PruneCandidate(
+        4, "assistant", part_id="p1", tool="bash", status="completed", output_tokens=9, compacted=True
+    )
     assert plan_prune(rows) == PrunePlan(0, 0, ())
 
 

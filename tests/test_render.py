@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from corpus_helpers import corpus_files, load_export
 from history_builders import assistant, compaction, summary, text, tool, user
@@ -62,6 +64,7 @@ def A(*blocks):
 def render(history, **kwargs):
     body = to_anthropic(history, **kwargs)
     validate_anthropic(body)
+    json.dumps(body, ensure_ascii=False).encode("utf-8")  # what the HTTP client will send
     return body
 
 
@@ -184,9 +187,9 @@ def test_tool_use_ids_are_made_valid_and_unique():
         user("u1", text("go")),
         assistant("a1", tool("functions.bash:0", output="a"), tool("call 1", output="b"), tool("call_1", output="c")),
         user("u2", text("again")),
-        assistant("a2", tool("functions.bash:0", output="d"), tool("", id="prt_9", output="e"), tool("", id=None, output="f")),
+        assistant("a2", tool("functions.bash:0", output="d"), tool("", id="prt_9", output="e"), tool("", output="f")),
     ]
-    history[3].parts[2].id = None
+    history[3].parts[2].id = None  # neither a call id nor a part id
     messages = render(history)["messages"]
     assert [b["id"] for b in messages[1]["content"]] == ["functions_bash_0", "call_1", "call_1_2"]
     assert [b["tool_use_id"] for b in messages[2]["content"][:3]] == ["functions_bash_0", "call_1", "call_1_2"]
@@ -370,6 +373,20 @@ def test_failed_assistant_messages_are_left_out_as_opencode_does():
     ]
 
 
+def test_lone_surrogates_are_replaced_so_the_body_encodes():
+    history = [
+        user("u1", text("bad \udc80 text")),
+        assistant("a1", tool("c1", input={"path": "f\ud800", "list": ["\udfff"]}, output="out \ud83d")),
+    ]
+    messages = render(history)["messages"]
+    assert messages == [
+        U(T("bad \ufffd text")),
+        A(use("c1", input={"path": "f\ufffd", "list": ["\ufffd"]})),
+        U(res("c1", "out \ufffd")),
+    ]
+    assert history[0].parts[0].text == "bad \udc80 text"  # the stored text is untouched
+
+
 # -- the validator ------------------------------------------------------------------------------------------------
 
 
@@ -387,7 +404,8 @@ def test_validator_accepts_a_good_body_and_raises_listing_problems():
         ([U()], "messages.0: content must be a non-empty list of blocks"),
         ([{"role": "user", "content": "hi"}], "messages.0: content must be a non-empty list of blocks"),
         ([U(T(" "))], "messages.0.content.0: text blocks must contain non-whitespace text"),
-        ([U(T("a")), A(use("x"))], "messages.1: tool_use 'x' needs exactly one tool_result in the next message (found 0)"),
+        ([U(T("a")), A(use("x"))],
+         "messages.1: tool_use 'x' needs exactly one tool_result in the next message (found 0)"),
         ([U(T("a")), A(use("x")), U(res("x", "1"), res("x", "2"))],
          "messages.1: tool_use 'x' needs exactly one tool_result in the next message (found 2)"),
         ([U(T("a")), A(use("x")), U(T("b"), res("x", "1"))],
@@ -405,6 +423,11 @@ def test_validator_accepts_a_good_body_and_raises_listing_problems():
         ([U(T("a")), A({"type": "thinking", "thinking": "t"})],
          "messages.1.content.0: a assistant message cannot hold a 'thinking' block"),
         ([U(T("a")), A(T("b "))], "final assistant content cannot end with trailing whitespace"),
+        ([U(T("a\ud800"))], "messages.0.content.0: text is not valid UTF-8 (lone surrogate)"),
+        ([U(T("a")), A(use("x")), U(res("x", "\ud800"))],
+         "messages.2.content.0: tool_result content is not valid UTF-8 (lone surrogate)"),
+        ([U(T("a")), A(use("x", input={"k": "\ud800"})), U(res("x", "1"))],
+         "messages.1.content.0: tool_use input is not valid UTF-8 (lone surrogate)"),
     ],
 )
 def test_validator_finds_each_broken_rule(messages, problem):
@@ -414,12 +437,14 @@ def test_validator_finds_each_broken_rule(messages, problem):
 def test_validator_checks_the_body_itself():
     assert anthropic_problems([]) == ["the body must be an object with a 'messages' list"]
     assert anthropic_problems({"messages": [U(T("a"))], "tools": []}) == ["unexpected keys ['tools']"]
-    assert anthropic_problems({"system": "", "messages": [U(T("a"))]}) == ["system must be a non-empty string when present"]
+    assert anthropic_problems({"system": "", "messages": [U(T("a"))]}) == [
+        "system must be a non-empty string when present"
+    ]
 
 
 # -- random histories ---------------------------------------------------------------------------------------------
 
-_texts = st.sampled_from(["", " ", "\n", "hello", "trailing \n", "日本語", "a\x00b"])
+_texts = st.sampled_from(["", " ", "\n", "hello", "trailing \n", "日本語", "a\x00b", "lone \ud800"])
 
 
 @st.composite
@@ -513,6 +538,7 @@ def _expected_text_blocks(history):
 def test_random_histories_render_valid_bodies(history, system):
     body = to_anthropic(history, system=system)
     assert anthropic_problems(body, allow_empty=True) == []
+    json.dumps(body, ensure_ascii=False).encode("utf-8")
     assert ("system" in body) == (system == "sys")
     blocks = [b for m in body["messages"] for b in m["content"]]
     uses = [b for b in blocks if b["type"] == "tool_use"]
@@ -577,7 +603,8 @@ def test_the_corpus_running_tool_renders_interrupted():
     results = []
     for path in corpus_files():
         history = load_export(path)
-        running = [p.call_id for m in history for p in m.parts if isinstance(p, ToolPart) and p.state.status == "running"]
+        parts = [p for m in history for p in m.parts if isinstance(p, ToolPart)]
+        running = [p.call_id for p in parts if p.state.status == "running"]
         if running:
             body = render(history)
             results += [b for m in body["messages"] for b in m["content"]

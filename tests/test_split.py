@@ -65,7 +65,13 @@ def test_an_unlimited_context_keeps_everything():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{}, {"preserve_tokens": -1}, {"context_limit": -1}, {"context_limit": 100, "ratio": 0}, {"context_limit": 100, "ratio": 1.5}],
+    [
+        {},
+        {"preserve_tokens": -1},
+        {"context_limit": -1},
+        {"context_limit": 100, "ratio": 0},
+        {"context_limit": 100, "ratio": 1.5},
+    ],
 )
 def test_bad_arguments(kwargs):
     with pytest.raises(InvalidInput):
