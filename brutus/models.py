@@ -16,6 +16,10 @@ __all__ = [
     "CacheTokens",
     "CompactionConfig",
     "CompactionPart",
+    "CompactionRecord",
+    "CompactionResult",
+    "CompactionStatus",
+    "CompactionTrigger",
     "FilePart",
     "Message",
     "MessageTime",
@@ -274,7 +278,12 @@ class MessageWithParts(_Model):
 
 
 class CompactionConfig(_Model):
-    """Compaction settings (seed 004 defaults)."""
+    """Compaction settings (seed 004 defaults).
+
+    ``tail_tokens`` keeps the newest turns verbatim after a compaction, up to that many estimated tokens
+    (0: none, OpenCode's default). ``stall_ratio``: a compaction whose post-tokens are at least this share of
+    its pre-tokens is stopped as stalled. ``summarizer_context`` bounds the summary request (shrunk to fit).
+    """
 
     auto: bool = True
     prune: bool = True
@@ -282,6 +291,51 @@ class CompactionConfig(_Model):
     prune_minimum: Count = 20_000
     protected_tools: tuple[str, ...] = ("skill",)
     protected_turns: Count = 2
+    tail_tokens: Count = 0
+    stall_ratio: float = Field(default=0.95, gt=0, le=1)
+    summary_max_tokens: Count = 4096
+    summarizer_context: Count = 200_000
+
+
+CompactionTrigger = Literal["auto", "manual", "overflow"]
+CompactionStatus = Literal["pending", "completed", "failed"]
+
+
+class CompactionRecord(_Model):
+    """One row of ``compactions``: a compaction marker and how it ended."""
+
+    id: str
+    session_id: str
+    user_message_id: str | None = None
+    summary_message_id: str | None = None
+    trigger: CompactionTrigger
+    auto: bool = False
+    overflow: bool = False
+    tail_start_id: str | None = None
+    status: CompactionStatus
+    pre_tokens: int | None = None
+    post_tokens: int | None = None
+    model: str | None = None
+    cost: float = 0.0
+    error: str | None = None
+    instructions: str | None = None
+    fallback_used: str | None = None
+    boundary: JSONObject | None = None
+    created_at: Millis
+    completed_at: Millis | None = None
+
+
+class CompactionResult(_Model):
+    """What ``store.compact`` did: the summary message, the ``compact_boundary`` event, tokens before and
+    after, how many tokens prune reclaimed, and which fallback wrote the summary (None: the summarizer)."""
+
+    compaction_id: str
+    summary_message: MessageWithParts
+    boundary: JSONObject
+    pre_tokens: int
+    post_tokens: int
+    pruned: int = 0
+    fallback_used: Literal["extractive", "truncation"] | None = None
 
 
 class PruneResult(_Model):

@@ -26,7 +26,7 @@ from .db.engine import WRITE, default_url, make_engine, redact
 from .db.migrate import check_schema, upgrade
 from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
-from .models import CompactionConfig, Message, MessageWithParts, Part, PruneResult, Session, TokenCounts, ToolPart
+from .models import CompactionConfig, CompactionRecord, CompactionResult, Message, MessageWithParts, Part, PruneResult, Session, TokenCounts, ToolPart
 
 __all__ = ["SessionStore", "fetch", "translate_errors"]
 
@@ -234,3 +234,58 @@ class SessionStore:
         """Mark old tool outputs pruned (seed 004: protect the newest 40K estimated tokens, commit only above
         20K), from stored estimates, in one transaction. The output text is kept."""
         return self._run(ops.prune_session(session_id, config or CompactionConfig(), now=self.clock()))
+
+    def compact(
+        self,
+        session_id: str,
+        summarizer: Any = None,
+        *,
+        trigger: str = "manual",
+        instructions: str | None = None,
+        hooks: Any = None,
+        config: CompactionConfig | None = None,
+    ) -> CompactionResult:
+        """Compact a session: prune, summarize the view (outside any transaction), then write the compaction
+        message, the summary and the new boundary in one transaction. One compaction per session at a time
+        (``CompactionInProgress``); one that would not shrink the context or repeats the previous one raises
+        ``CompactionStalled``. The summarizer defaults to Anthropic when ANTHROPIC_API_KEY is set, else the
+        offline extractive one; its failures fall back to the extractive summary, then to a truncation text."""
+        from .compaction.engine import Summarize, Tx, compaction_flow
+        from .compaction.locks import compaction_lock
+        from .compaction.plan import summarize_with_fallbacks
+        from .summarizers import default_summarizer
+
+        summarizer = summarizer or default_summarizer()
+        flow = compaction_flow(
+            ops.check_id("session", session_id),
+            trigger=trigger,
+            instructions=instructions,
+            hooks=hooks,
+            config=config or CompactionConfig(),
+            clock=self.clock,
+        )
+        with translate_errors(), compaction_lock(self.engine, session_id):
+            action = next(flow)
+            while True:
+                try:
+                    if isinstance(action, Tx):
+                        outcome = self._run(action.op, write=action.write)
+                    else:
+                        assert isinstance(action, Summarize)
+                        outcome = summarize_with_fallbacks(summarizer, action.request)
+                except BaseException as exc:
+                    try:
+                        action = flow.throw(exc)
+                    except StopIteration as stop:
+                        return stop.value
+                    continue
+                try:
+                    action = flow.send(outcome)
+                except StopIteration as stop:
+                    return stop.value
+
+    def compactions(self, session_id: str) -> list[CompactionRecord]:
+        """The compaction markers of a session, oldest first (pending, completed and failed)."""
+        from .db.compaction_ops import list_compactions
+
+        return self._run(list_compactions(session_id), write=False)

@@ -43,6 +43,7 @@ __all__ = [
     "finish_message",
     "get_session",
     "list_sessions",
+    "load_message",
     "load_messages",
     "prune_session",
     "update_tool",
@@ -430,6 +431,16 @@ def load_messages(session_id: Any, *, filtered: bool) -> Op:
         MessageWithParts.model_construct(info=message_from_row(row), parts=by_message.get(row.id, []))
         for row in message_rows
     ]
+
+
+def load_message(message_id: Any) -> Op:
+    """One message with its parts."""
+    message_id = check_id("message", message_id)
+    row = yield step(select(*MESSAGE_COLUMNS).where(M.c.id == message_id), fetch="first")
+    if row is None:
+        raise NotFound("message", message_id)
+    part_rows = yield step(select_parts().where(P.c.message_id == message_id).order_by(P.c.position), fetch="all")
+    return MessageWithParts.model_construct(info=message_from_row(row), parts=[part_from_row(r) for r in part_rows])
 
 
 # -- prune --------------------------------------------------------------------------------------------------

@@ -1,0 +1,134 @@
+"""One compaction, start to finish, written once for the sync and async stores.
+
+``compaction_flow`` is a generator over two kinds of action: ``Tx`` (run this store operation in its own
+transaction) and ``Summarize`` (ask the summarizer, with fallbacks). The store runs it under the session's
+compaction lock. The order — begin marker, load the view, plan, hooks, summarize (outside any transaction),
+final transaction, hooks — is what makes a crash at any point leave the history loading as before:
+nothing the model sees is written until the final transaction commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from ..db import compaction_ops, ops
+from ..db.statements import Op
+from ..errors import CompactionStalled, InvalidInput
+from ..models import CompactionConfig, CompactionResult
+from ..overflow import has_conversation_messages
+from . import plan
+from .hooks import Hooks
+
+__all__ = ["Summarize", "TRIGGERS", "Tx", "compaction_flow"]
+
+TRIGGERS = ("auto", "manual", "overflow")
+
+
+@dataclass(frozen=True)
+class Tx:
+    op: Op
+    write: bool = True
+
+
+@dataclass(frozen=True)
+class Summarize:
+    request: Any  # SummaryRequest
+
+
+Flow = Generator[Tx | Summarize, Any, CompactionResult]
+
+
+def compaction_flow(
+    session_id: str,
+    *,
+    trigger: str,
+    instructions: str | None,
+    hooks: Hooks | None,
+    config: CompactionConfig,
+    clock: Any,
+) -> Flow:
+    from ..summarizers import SummaryRequest, shrink_request
+
+    if trigger not in TRIGGERS:
+        raise InvalidInput(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
+    if instructions is not None and not isinstance(instructions, str):
+        raise InvalidInput("instructions must be a string")
+    hooks = hooks or Hooks()
+    auto, overflow = trigger != "manual", trigger == "overflow"
+    begin: compaction_ops.BeginResult = yield Tx(
+        compaction_ops.begin_compaction(
+            session_id, trigger=trigger, auto=auto, overflow=overflow, instructions=instructions, now=clock()
+        )
+    )
+    if begin.stalled:
+        yield Tx(compaction_ops.fail_compaction(begin.compaction_id, f"stalled: {begin.stalled}", now=clock()))
+        raise CompactionStalled(begin.stalled)
+    pre = post = None
+    try:
+        view = yield Tx(ops.load_messages(session_id, filtered=True), write=False)
+        view = [m for m in view if m.info.seq <= begin.snapshot_seq]
+        if not has_conversation_messages(view):
+            raise InvalidInput(f"session {session_id} has nothing to compact")
+        prepared = plan.prepare(view, config, now=clock())
+        pre = prepared.pre_tokens
+        instructions = hooks.run_pre_compact(session_id, trigger, instructions)
+        request = SummaryRequest(
+            history=prepared.head,
+            previous_summary=prepared.previous_summary,
+            instructions=instructions,
+            max_tokens=config.summary_max_tokens,
+        )
+        request = shrink_request(request, config.summarizer_context)
+        summary, fallback = yield Summarize(request)
+        post = plan.post_tokens(summary.text, prepared.tail)
+        stalled = plan.stall_reason(pre, post, config)
+        if stalled:
+            raise CompactionStalled(stalled)
+        boundary = plan.boundary_event(session_id, trigger, pre, post)
+        summary_id = yield Tx(
+            compaction_ops.complete_compaction(
+                compaction_ops.Completion(
+                    session_id=session_id,
+                    compaction_id=begin.compaction_id,
+                    snapshot_seq=begin.snapshot_seq,
+                    prune_ids=prepared.prune_ids,
+                    auto=auto,
+                    overflow=overflow,
+                    tail_start_id=prepared.tail[0].info.id if prepared.tail else None,
+                    summary_text=summary.text,
+                    summary_model=summary.model,
+                    summary_tokens=summary.tokens,
+                    summary_cost=summary.cost,
+                    user_agent=prepared.user_agent,
+                    continue_after=auto and not plan.ended_turn(view),
+                    pre_tokens=pre,
+                    post_tokens=post,
+                    fallback_used=fallback,
+                    boundary=boundary,
+                    instructions=instructions,
+                ),
+                now=clock(),
+            )
+        )
+    except GeneratorExit:
+        raise  # cancelled: leave the marker pending, as a crash would; the next compaction resolves it
+    except BaseException as exc:
+        yield Tx(
+            compaction_ops.fail_compaction(
+                begin.compaction_id, f"{type(exc).__name__}: {exc}", now=clock(), pre_tokens=pre, post_tokens=post
+            )
+        )
+        raise
+    hooks.run_after(session_id, trigger, summary.text)
+    message = yield Tx(ops.load_message(summary_id), write=False)
+    return CompactionResult(
+        compaction_id=begin.compaction_id,
+        summary_message=message,
+        boundary=boundary,
+        pre_tokens=pre,
+        post_tokens=post,
+        pruned=prepared.pruned_tokens,
+        fallback_used=fallback,
+    )

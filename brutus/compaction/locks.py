@@ -1,0 +1,84 @@
+"""One compaction per session at a time, across threads and processes, released if the holder dies.
+
+- PostgreSQL: a session-level advisory lock (``pg_try_advisory_lock``) held on a dedicated connection for the
+  whole compaction; the server drops it when that connection closes, so a killed process frees it.
+- SQLite: an exclusive ``flock`` on a small file per session beside the database (``<db>.locks/``); the
+  kernel drops it when the process dies. ``flock`` locks belong to an open file, so two threads of one
+  process exclude each other too.
+
+Neither waits: a second caller gets ``CompactionInProgress`` at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Engine, text
+
+from ..errors import CompactionInProgress
+
+__all__ = ["advisory_key", "compaction_lock", "lock_file"]
+
+
+def advisory_key(session_id: str) -> int:
+    """A signed 64-bit key for PostgreSQL advisory locks, stable across processes."""
+    digest = hashlib.blake2b(f"brutus-compaction:{session_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def lock_file(database: str, session_id: str) -> Path:
+    name = hashlib.sha256(session_id.encode()).hexdigest()[:32]
+    return Path(f"{database}.locks") / f"{name}.lock"
+
+
+@contextmanager
+def compaction_lock(engine: Engine, session_id: str) -> Iterator[None]:
+    """Hold the session's compaction lock, or raise ``CompactionInProgress``."""
+    if engine.dialect.name == "postgresql":
+        with _pg_lock(engine, session_id):
+            yield
+    else:
+        with _file_lock(engine.url.database or "", session_id):
+            yield
+
+
+@contextmanager
+def _pg_lock(engine: Engine, session_id: str) -> Iterator[None]:
+    key = advisory_key(session_id)
+    connection = engine.connect()
+    try:
+        got = connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
+        connection.commit()
+        if not got:
+            raise CompactionInProgress(f"session {session_id} is being compacted by another caller")
+        try:
+            yield
+        finally:
+            connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+            connection.commit()
+    finally:
+        connection.close()
+
+
+@contextmanager
+def _file_lock(database: str, session_id: str) -> Iterator[None]:
+    import fcntl
+
+    path = lock_file(database, session_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CompactionInProgress(f"session {session_id} is being compacted by another caller") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -1,0 +1,138 @@
+"""The compaction's decisions, as pure functions over the loaded view (shared by the sync and async stores).
+
+- ``prepare``: what the compaction covers. Prune runs first, on a copy (the marks are written later, in the
+  final transaction); the view is split into the head the summary replaces and the tail kept verbatim
+  (``config.tail_tokens``, starting at a user message, never between a tool call and its result); the
+  previous summary is found for a rolling summary.
+- ``summarize_with_fallbacks``: never crash. The summarizer's failure (error, timeout, empty text) falls back
+  to the offline extractive summary, and that to seed 000's truncation text.
+- ``post_tokens`` and ``stalled``: a compaction that would not bring the context under ``stall_ratio`` of
+  what it was is stopped (``CompactionStalled``) instead of looping.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ..history import is_completed_summary
+from ..models import CompactionConfig, MessageWithParts
+from ..overflow import MESSAGE_OVERHEAD_TOKENS, context_size, estimate_message_tokens
+from ..prune import prune
+from ..split import split_point
+from ..tokens import estimate_tokens
+
+__all__ = [
+    "COMPACTION_PROMPT_TEXT",
+    "Prepared",
+    "boundary_event",
+    "ended_turn",
+    "post_tokens",
+    "prepare",
+    "stall_reason",
+    "summarize_with_fallbacks",
+]
+
+log = logging.getLogger("brutus.compaction")
+
+COMPACTION_PROMPT_TEXT = "What did we do so far?"  # how the compaction user message renders to the model
+ENDED = frozenset({"stop", "end_turn", "stop_sequence"})
+
+
+@dataclass(frozen=True)
+class Prepared:
+    head: list[MessageWithParts]  # what the summary replaces (pruned outputs marked, in memory)
+    tail: list[MessageWithParts]  # kept verbatim after the summary
+    prune_ids: tuple[str, ...]
+    pruned_tokens: int
+    pre_tokens: int
+    previous_summary: str | None
+    user_agent: str | None
+
+
+def _summary_text(message: MessageWithParts) -> str:
+    return "\n".join(p.text for p in message.parts if p.type == "text" and p.text)
+
+
+def prepare(view: list[MessageWithParts], config: CompactionConfig, *, now: int) -> Prepared:
+    """Split the view into head and tail, and choose what prune marks (on a copy: nothing is written here)."""
+    pre = context_size(view)
+    work = copy.deepcopy(view)
+    pruned = prune(work, config, now=now)
+    cut = len(work)
+    if config.tail_tokens:
+        cut = split_point(work, config.tail_tokens)
+        if cut == 0:  # everything fits the tail: then the summary must still cover something
+            cut = len(work)
+    head, tail = work[:cut], work[cut:]
+    previous = None
+    for message in reversed(head):
+        if is_completed_summary(message):
+            previous = _summary_text(message) or None
+            break
+    agent = next((m.info.agent for m in reversed(work) if m.info.role == "user" and m.info.agent), None)
+    return Prepared(
+        head=head,
+        tail=tail,
+        prune_ids=tuple(p.id for p in pruned.parts if p.id),
+        pruned_tokens=pruned.pruned,
+        pre_tokens=pre,
+        previous_summary=previous,
+        user_agent=agent,
+    )
+
+
+def ended_turn(history: list[MessageWithParts]) -> bool:
+    """Whether the last (non-summary) assistant message ended its turn; else an auto compaction continues it."""
+    for message in reversed(history):
+        info = message.info
+        if info.role == "assistant" and not info.summary:
+            return info.finish in ENDED
+    return True
+
+
+def summarize_with_fallbacks(summarizer: Any, request: Any) -> tuple[Any, str | None]:
+    """The summary and which fallback wrote it (None: the summarizer itself)."""
+    from ..summarizers import ExtractiveSummarizer, Summary, truncation_summary
+
+    try:
+        summary = summarizer.summarize(request)
+        if summary.text.strip():
+            return summary, None
+        log.warning("summarizer returned an empty summary; using the extractive summary")
+    except Exception as exc:  # noqa: BLE001  never crash: any summarizer failure falls back
+        log.warning("summarizer failed (%s: %s); using the extractive summary", type(exc).__name__, exc)
+    if not isinstance(summarizer, ExtractiveSummarizer):
+        try:
+            summary = ExtractiveSummarizer().summarize(request)
+            if summary.text.strip():
+                return summary, "extractive"
+        except Exception as exc:  # noqa: BLE001
+            log.warning("extractive summary failed (%s: %s); using the truncation text", type(exc).__name__, exc)
+    return Summary(text=truncation_summary(request.history), model="brutus-truncation"), "truncation"
+
+
+def post_tokens(summary_text: str, tail: list[MessageWithParts]) -> int:
+    """The estimated view after the compaction: the compaction pair and the kept tail."""
+    pair = 2 * MESSAGE_OVERHEAD_TOKENS + estimate_tokens(COMPACTION_PROMPT_TEXT) + estimate_tokens(summary_text)
+    return pair + sum(estimate_message_tokens(m) for m in tail)
+
+
+def stall_reason(pre: int, post: int, config: CompactionConfig) -> str | None:
+    if post >= config.stall_ratio * pre:
+        return f"compaction would not reduce the context: {post} tokens after vs {pre} before (stall ratio {config.stall_ratio})"
+    return None
+
+
+def boundary_event(session_id: str, trigger: str, pre: int, post: int) -> dict[str, Any]:
+    """The ``compact_boundary`` event (Claude Code's shape)."""
+    return {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "compact_metadata": {"trigger": trigger, "pre_tokens": pre, "post_tokens": post},
+        "uuid": str(uuid.uuid4()),
+        "session_id": session_id,
+    }

@@ -1,0 +1,243 @@
+"""The compaction's database steps, as sans-I/O operations shared by the sync and async stores.
+
+A compaction writes in exactly two places, so a crash anywhere leaves the history as it was:
+
+1. ``begin_compaction`` (one transaction): marks markers that an earlier, dead process left pending as
+   failed, refuses a compaction that would follow the previous one with nothing new in between, and inserts
+   the new pending marker. It writes no message: the view is unchanged.
+2. ``complete_compaction`` (one transaction): the prune marks, the user message with the ``compaction`` part,
+   the assistant summary message (its ``finish`` moves the session's boundary pointer), the synthetic
+   "continue" message when due, and the marker set to completed.
+
+A compaction that stops in between is recorded by ``fail_compaction``. The summarizer is called between the
+two transactions, never inside one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import bindparam, func, insert, select, update
+
+from ..codec import encode_json
+from ..errors import NotFound
+from ..ids import new_id
+from ..models import CompactionPart, CompactionRecord, TextPart, TokenCounts
+from . import ops
+from .convert import text_in, text_out
+from .statements import C, M, Op, S, T, step
+
+__all__ = [
+    "BeginResult",
+    "Completion",
+    "begin_compaction",
+    "complete_compaction",
+    "fail_compaction",
+    "list_compactions",
+]
+
+CONTINUE_TEXT = "Continue if you have next steps"
+ABANDONED = "abandoned: the process running this compaction stopped before it completed"
+_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class BeginResult:
+    compaction_id: str
+    snapshot_seq: int  # the compaction covers messages up to this seq
+    abandoned: int  # stale pending markers marked failed
+    stalled: str | None  # why this compaction must not run, when it must not
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """Everything the final transaction writes (computed outside any transaction)."""
+
+    session_id: str
+    compaction_id: str
+    snapshot_seq: int
+    prune_ids: tuple[str, ...]
+    auto: bool
+    overflow: bool
+    tail_start_id: str | None
+    summary_text: str
+    summary_model: str
+    summary_tokens: TokenCounts
+    summary_cost: float
+    user_agent: str | None
+    continue_after: bool
+    pre_tokens: int
+    post_tokens: int
+    fallback_used: str | None
+    boundary: dict[str, Any]
+    instructions: str | None
+
+
+def begin_compaction(
+    session_id: str, *, trigger: str, auto: bool, overflow: bool, instructions: str | None, now: int
+) -> Op:
+    session_id = ops.check_id("session", session_id)
+    session = yield step(select(S.c.last_seq).where(S.c.id == session_id).with_for_update(), fetch="first")
+    if session is None:
+        raise NotFound("session", session_id)
+    abandoned = yield step(
+        update(C)
+        .where(C.c.session_id == session_id, C.c.status == "pending")
+        .values(status="failed", error=ABANDONED, completed_at=now),
+        fetch="rowcount",
+    )
+    stalled = None
+    previous = yield step(
+        select(M.c.seq)
+        .select_from(C.join(M, M.c.id == C.c.summary_message_id))
+        .where(C.c.session_id == session_id, C.c.status == "completed")
+        .order_by(M.c.seq.desc())
+        .limit(1),
+        fetch="first",
+    )
+    if previous is not None:
+        new = yield step(
+            select(func.count())
+            .select_from(M)
+            .where(M.c.session_id == session_id, M.c.seq > previous.seq, M.c.synthetic.is_(False)),
+            fetch="first",
+        )
+        if not new[0]:
+            stalled = "nothing new since the previous compaction: compacting again would loop"
+    compaction_id = new_id("compaction", now)
+    yield step(
+        insert(C),
+        dict(
+            id=compaction_id,
+            session_id=session_id,
+            trigger=trigger,
+            auto=auto,
+            overflow=overflow,
+            status="pending",
+            instructions=text_in(instructions),
+            cost=0.0,
+            created_at=now,
+        ),
+    )
+    return BeginResult(compaction_id, session.last_seq, abandoned or 0, stalled)
+
+
+def fail_compaction(
+    compaction_id: str, error: str, *, now: int, pre_tokens: int | None = None, post_tokens: int | None = None
+) -> Op:
+    yield step(
+        update(C)
+        .where(C.c.id == compaction_id, C.c.status == "pending")
+        .values(
+            status="failed",
+            error=text_in(error),
+            pre_tokens=pre_tokens,
+            post_tokens=post_tokens,
+            completed_at=now,
+        )
+    )
+    return None
+
+
+def complete_compaction(plan: Completion, *, now: int) -> Op:
+    """The final transaction; returns the summary message id."""
+    ids = list(plan.prune_ids)
+    for start in range(0, len(ids), _CHUNK):
+        yield step(
+            update(T)
+            .where(T.c.part_id.in_(bindparam("ids", expanding=True)), T.c.compacted_at.is_(None))
+            .values(compacted_at=now),
+            {"ids": ids[start : start + _CHUNK]},
+        )
+    tail_start_id = plan.tail_start_id
+    if tail_start_id is None:
+        # Messages appended while the summarizer ran are not covered by the summary: keep them as the tail.
+        newer = yield step(
+            select(M.c.id)
+            .where(M.c.session_id == plan.session_id, M.c.seq > plan.snapshot_seq)
+            .order_by(M.c.seq)
+            .limit(1),
+            fetch="first",
+        )
+        tail_start_id = newer.id if newer is not None else None
+    user = yield from ops.append_message(plan.session_id, "user", {"agent": plan.user_agent}, now=now)
+    yield from ops.append_part(
+        user.id, CompactionPart(auto=plan.auto, overflow=plan.overflow, tail_start_id=tail_start_id), now=now
+    )
+    summary = yield from ops.append_message(
+        plan.session_id,
+        "assistant",
+        {
+            "parent_id": user.id,
+            "summary": True,
+            "agent": "compaction",
+            "mode": "compaction",
+            "model_id": plan.summary_model,
+            "provider_id": "anthropic" if plan.summary_model.startswith("claude") else "brutus",
+        },
+        now=now,
+    )
+    yield from ops.append_part(summary.id, TextPart(text=plan.summary_text), now=now)
+    yield from ops.finish_message(
+        summary.id, finish="stop", tokens=plan.summary_tokens, cost=plan.summary_cost, error=None, now=now
+    )
+    if plan.continue_after:
+        follow = yield from ops.append_message(
+            plan.session_id, "user", {"synthetic": True, "agent": plan.user_agent}, now=now
+        )
+        yield from ops.append_part(follow.id, TextPart(text=CONTINUE_TEXT, synthetic=True), now=now)
+    done = yield step(
+        update(C)
+        .where(C.c.id == plan.compaction_id, C.c.status == "pending")
+        .values(
+            status="completed",
+            user_message_id=user.id,
+            summary_message_id=summary.id,
+            tail_start_id=tail_start_id,
+            pre_tokens=plan.pre_tokens,
+            post_tokens=plan.post_tokens,
+            model=text_in(plan.summary_model),
+            cost=plan.summary_cost,
+            fallback_used=plan.fallback_used,
+            boundary=encode_json(plan.boundary),
+            instructions=text_in(plan.instructions),
+            completed_at=now,
+        ),
+        fetch="rowcount",
+    )
+    if done != 1:
+        raise NotFound("pending compaction", plan.compaction_id)
+    return summary.id
+
+
+def list_compactions(session_id: str) -> Op:
+    session_id = ops.check_id("session", session_id)
+    found = yield step(select(S.c.id).where(S.c.id == session_id), fetch="first")
+    if found is None:
+        raise NotFound("session", session_id)
+    rows = yield step(select(C).where(C.c.session_id == session_id).order_by(C.c.created_at, C.c.id), fetch="all")
+    return [
+        CompactionRecord(
+            id=r.id,
+            session_id=r.session_id,
+            user_message_id=r.user_message_id,
+            summary_message_id=r.summary_message_id,
+            trigger=r.trigger,
+            auto=bool(r.auto),
+            overflow=bool(r.overflow),
+            tail_start_id=r.tail_start_id,
+            status=r.status,
+            pre_tokens=r.pre_tokens,
+            post_tokens=r.post_tokens,
+            model=text_out(r.model),
+            cost=float(r.cost or 0.0),
+            error=text_out(r.error),
+            instructions=text_out(r.instructions),
+            fallback_used=r.fallback_used,
+            boundary=r.boundary,
+            created_at=r.created_at,
+            completed_at=r.completed_at,
+        )
+        for r in rows
+    ]
