@@ -1,0 +1,36 @@
+"""The last fallback when no summarizer gave a summary: seed 000's truncation text, which cannot fail."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..models import MessageWithParts, TextPart
+from .text import one_line
+
+__all__ = ["truncation_summary"]
+
+_TOPIC_CHARS = 80
+
+
+def truncation_summary(history: Sequence[MessageWithParts], *, max_topics: int = 5) -> str:
+    """``[Context truncated. Earlier conversation contained N messages about: …]`` (seed 000).
+
+    The topics are the first lines of the user's own texts: the first one and the newest ones, at most
+    ``max_topics``, each cut to 80 characters. With no user text the sentence ends after the count.
+    """
+    topics: list[str] = []
+    for message in history:
+        if message.info.role != "user":
+            continue
+        for part in message.parts:
+            if isinstance(part, TextPart) and not part.synthetic and not part.ignored and part.text.strip():
+                first = next(line for line in part.text.splitlines() if line.strip())
+                topic = one_line(first, _TOPIC_CHARS)
+                if topic and topic not in topics[-1:]:
+                    topics.append(topic)
+    if len(topics) > max_topics > 0:
+        topics = topics[:1] + topics[len(topics) - max_topics + 1 :]
+    count = f"{len(history)} message{'' if len(history) == 1 else 's'}"
+    if not topics or max_topics <= 0:
+        return f"[Context truncated. Earlier conversation contained {count}.]"
+    return f"[Context truncated. Earlier conversation contained {count} about: {'; '.join(topics)}]"
