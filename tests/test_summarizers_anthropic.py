@@ -414,6 +414,21 @@ def test_client_is_built_lazily_from_the_environment(local_api: LocalAPI, monkey
     assert local_api.bodies[0]["model"] == MODEL
 
 
+def test_missing_credentials_raise_a_summarizer_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE", "ANTHROPIC_CONFIG_DIR",
+                 "ANTHROPIC_IDENTITY_TOKEN", "ANTHROPIC_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    with pytest.raises(SummarizerError, match="no Anthropic credentials: set ANTHROPIC_API_KEY"):
+        AnthropicSummarizer().summarize(SummaryRequest(history=history()))
+    # a config directory without the profile: the SDK's own credentials error (its wording is its own), translated
+    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(SummarizerError, match="^claude-haiku-4-5: "):
+        AnthropicSummarizer().summarize(SummaryRequest(history=history()))
+
+
 def test_a_real_socket_timeout(local_api: LocalAPI) -> None:
     local_api.hang = True
     client = anthropic.Anthropic(api_key="sk-test", base_url=local_api.url, max_retries=0, timeout=0.3)

@@ -86,6 +86,10 @@ def _provider_errors(model: str) -> Iterator[None]:
     except SummarizerError:
         raise
     except Exception as exc:
+        if isinstance(exc, TypeError) and "authentication" in str(exc).lower():  # the SDK found no credentials
+            raise SummarizerError(
+                f"{model}: no Anthropic credentials: set ANTHROPIC_API_KEY or pass a client ({exc})", model=model
+            ) from exc
         anthropic = _anthropic_module()
         if anthropic is None:  # not an SDK error (a duck-typed client): let it through unchanged
             raise
