@@ -33,7 +33,7 @@ __all__ = ["DEFAULT_MODEL", "AnthropicSummarizer", "build_messages_request"]
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 _CUT_OFF = ("max_tokens", "model_context_window_exceeded")
-_OVERFLOW_HINTS = ("prompt is too long", "context window", "context_window", "too many tokens", "too long")
+_OVERFLOW_HINTS = ("prompt is too long", "context window", "context_window", "too many tokens", "input length")
 
 
 def build_messages_request(request: SummaryRequest, *, model: str, max_tokens: int) -> dict[str, Any]:

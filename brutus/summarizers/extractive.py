@@ -8,7 +8,8 @@ What each kind writes (a section with nothing to say is left out):
 - ``tool_call`` / ``threshold``: a ``[SUMMARIZED]`` block with Previous Summary, Context, Actions (first
   person: "I read", "I edited", "I ran"), Errors and Result, in the sections the model prompt asks for.
 - ``goal_batch``: a ``[GOAL BATCH]`` block with ADR-0041's six sections; the ``[SUMMARIZED]`` blocks of the
-  batch feed What Was Achieved, Dead Ends, Lasting Constraints and Key Artifacts from their own sections.
+  batch feed What Was Achieved, Dead Ends, Lasting Constraints and Key Artifacts from their own sections, and
+  a previous summary opens What Was Achieved ("Earlier: …").
 
 Custom instructions cannot steer an extractor; a compaction summary records them in a first section so the
 next turn knows what the user asked the summary to focus on.
