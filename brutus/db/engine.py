@@ -13,13 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from .. import codec
 from ..errors import InvalidInput
 
-__all__ = ["BUSY_TIMEOUT_MS", "WRITE", "default_url", "make_engine", "normalize_url", "redact"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "WRITE",
+    "default_url",
+    "engine_options",
+    "make_engine",
+    "normalize_url",
+    "redact",
+    "sqlite_events",
+]
 
 BUSY_TIMEOUT_MS = 30_000
 WRITE = {"brutus_write": True}  # execution option marking a connection whose transaction will write
@@ -56,6 +65,19 @@ def redact(url: str) -> str:
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """An engine for ``url`` with brutus's connection settings."""
+    parsed, backend, options = engine_options(url, **kwargs)
+    try:
+        engine = create_engine(parsed, **options)
+    except (ImportError, ModuleNotFoundError) as exc:
+        raise InvalidInput(f"the driver for {backend} is not installed ({exc}); pip install 'brutus[postgres]'") from None
+    if backend == "sqlite":
+        sqlite_events(engine)
+    return engine
+
+
+def engine_options(url: str, **kwargs: Any) -> tuple[URL, str, dict[str, Any]]:
+    """The parsed URL, its backend and the engine options brutus uses for it (shared with the async engine);
+    ``InvalidInput`` for a URL brutus cannot use."""
     url = normalize_url(url)
     try:
         parsed = make_url(url)
@@ -79,16 +101,12 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     else:
         raise InvalidInput(f"brutus supports SQLite and PostgreSQL, not {backend!r} ({redact(url)})")
     options.update(kwargs)
-    try:
-        engine = create_engine(parsed, **options)
-    except (ImportError, ModuleNotFoundError) as exc:
-        raise InvalidInput(f"the driver for {backend} is not installed ({exc}); pip install 'brutus[postgres]'") from None
-    if backend == "sqlite":
-        _sqlite_events(engine)
-    return engine
+    return parsed, backend, options
 
 
-def _sqlite_events(engine: Engine) -> None:
+def sqlite_events(engine: Engine) -> None:
+    """Install the SQLite pragmas and brutus's own BEGIN on ``engine`` (an async engine's ``sync_engine`` too)."""
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # brutus emits BEGIN itself, below

@@ -1,0 +1,59 @@
+"""Async engines: ``make_engine``'s settings on SQLAlchemy's asyncio extension.
+
+SQLite goes through aiosqlite, PostgreSQL through psycopg 3's async connection; the URL a user gives is the
+same one the sync store takes (``sqlite:///…``, ``postgresql://…``). The options (JSON codec, busy timeout,
+pre-ping) and the SQLite events (pragmas, ``BEGIN IMMEDIATE`` for write transactions) come from
+``brutus.db.engine``; the events are installed on ``engine.sync_engine``, where SQLAlchemy runs them for the
+async driver, so both stores take the write lock the same way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from ..errors import InvalidInput
+from .engine import engine_options, normalize_url, sqlite_events
+
+__all__ = ["make_async_engine", "sync_url"]
+
+_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+psycopg"}
+_SYNC_DRIVERS = {
+    "sqlite+aiosqlite": "sqlite",
+    "postgresql+psycopg_async": "postgresql+psycopg",
+}
+
+
+def sync_url(url: str) -> str:
+    """``url`` with the sync twin of an async driver (``sqlite+aiosqlite`` → ``sqlite``, ``psycopg_async`` →
+    ``psycopg``); any other URL as ``normalize_url`` gives it, for ``engine_options`` to accept or refuse."""
+    url = normalize_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url
+    driver = _SYNC_DRIVERS.get(parsed.drivername)
+    if driver is None:
+        return url
+    return parsed.set(drivername=driver).render_as_string(hide_password=False)
+
+
+def make_async_engine(url: str, **kwargs: Any) -> AsyncEngine:
+    """An ``AsyncEngine`` for ``url`` with brutus's connection settings (see ``make_engine``)."""
+    parsed, backend, options = engine_options(sync_url(url), **kwargs)
+    needed = {"greenlet": "async", "aiosqlite": "async"} if backend == "sqlite" else {"greenlet": "async", "psycopg": "postgres"}
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        extras = ",".join(sorted({needed[name] for name in missing}))
+        raise InvalidInput(f"the async store needs {' and '.join(missing)}: pip install 'brutus[{extras}]'")
+    try:
+        engine = create_async_engine(parsed.set(drivername=_ASYNC_DRIVERS[backend]), **options)
+    except (ImportError, ModuleNotFoundError) as exc:
+        raise InvalidInput(f"the async driver for {backend} is not installed ({exc}); pip install 'brutus[async]'") from None
+    if backend == "sqlite":
+        sqlite_events(engine.sync_engine)
+    return engine
