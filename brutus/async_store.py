@@ -1,0 +1,247 @@
+"""``AsyncSessionStore``: the session store for asyncio agents.
+
+Rules it keeps (the sync store's, see ``brutus.store``):
+
+- It runs the operations of ``brutus.db.ops``, the very generators ``SessionStore`` runs, on an
+  ``AsyncConnection``: each call is one transaction, ``async with store.batch():`` makes several calls one.
+  Each method only builds its operation and awaits ``_run``; a new operation is one such method.
+- Nothing blocks the event loop: statements go through aiosqlite's worker thread or psycopg's async
+  connection, and ``open`` migrates the schema in a worker thread.
+- Write transactions take the write lock up front (``BEGIN IMMEDIATE`` on SQLite), as in the sync store.
+- SQLAlchemy and driver errors are translated into ``brutus.errors`` by the sync store's ``translate_errors``.
+- A batch belongs to the task that opened it and to the tasks started inside it: their calls take turns on
+  the batch's one connection, and the batch commits once all of them are done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from .db import ops
+from .db.async_engine import make_async_engine, sync_url
+from .db.compaction_ops import list_compactions
+from .db.engine import WRITE, default_url, make_engine, redact
+from .db.migrate import check_schema, upgrade
+from .db.statements import Op, Step
+from .models import (
+    CompactionConfig,
+    CompactionRecord,
+    Message,
+    MessageWithParts,
+    Part,
+    PruneResult,
+    Session,
+    TokenCounts,
+    ToolPart,
+)
+from .store import Clock, _now_ms, fetch, translate_errors
+
+__all__ = ["AsyncSessionStore"]
+
+
+@dataclass(eq=False)
+class _Batch:
+    """The connection of an open ``batch()`` and the lock its calls take turns with."""
+
+    connection: AsyncConnection
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    open: bool = True
+
+
+def _prepare_schema(url: str, auto_migrate: bool) -> None:
+    """Upgrade (or check) the schema with the sync migration code, on a sync engine used only for that."""
+    engine = make_engine(sync_url(url))
+    try:
+        if auto_migrate:
+            upgrade(engine)
+        else:
+            check_schema(engine, redact(url))
+    finally:
+        engine.dispose()
+
+
+class AsyncSessionStore:
+    """The persistent, compaction-aware session store (asyncio). Build it with
+    ``await AsyncSessionStore.open(url)``; every method of ``SessionStore`` is here, awaitable."""
+
+    def __init__(self, engine: AsyncEngine, *, url: str | None = None, clock: Clock = _now_ms) -> None:
+        self.engine = engine
+        self.url = url or engine.url.render_as_string(hide_password=True)
+        self.clock = clock
+        self._batch: ContextVar[_Batch | None] = ContextVar(f"brutus_async_batch_{id(self)}", default=None)
+
+    @classmethod
+    async def open(
+        cls, url: str | None = None, *, auto_migrate: bool = True, clock: Clock = _now_ms
+    ) -> AsyncSessionStore:
+        """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
+        dir), the same URLs ``SessionStore.open`` takes. With ``auto_migrate`` the schema is upgraded in place;
+        without, a database behind head raises ``SchemaOutOfDate`` naming the command to run."""
+        url = url or default_url()
+        engine = make_async_engine(url)
+        try:
+            with translate_errors():
+                await asyncio.to_thread(_prepare_schema, url, auto_migrate)
+        except BaseException:
+            await engine.dispose()
+            raise
+        return cls(engine, url=redact(url), clock=clock)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    aclose = close
+
+    async def __aenter__(self) -> AsyncSessionStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- running operations ---------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _connection(self, write: bool) -> AsyncIterator[AsyncConnection]:
+        batch = self._batch.get()
+        if batch is not None and batch.open:
+            async with batch.lock:
+                yield batch.connection
+            return
+        with translate_errors():
+            async with self.engine.connect() as connection:
+                if write:
+                    await connection.execution_options(**WRITE)
+                async with connection.begin():
+                    yield connection
+
+    async def _run(self, op: Op, *, write: bool = True) -> Any:
+        async with self._connection(write) as connection:
+            with translate_errors():
+                try:
+                    current: Step = next(op)
+                    while True:
+                        result = await connection.execute(current.statement, current.params)
+                        current = op.send(fetch(result, current.fetch))
+                except StopIteration as stop:
+                    return stop.value
+
+    @asynccontextmanager
+    async def batch(self) -> AsyncIterator[AsyncSessionStore]:
+        """A unit of work: the calls inside commit once when the block ends, or not at all if it raises."""
+        current = self._batch.get()
+        if current is not None and current.open:
+            yield self
+            return
+        async with self._connection(write=True) as connection:
+            batch = _Batch(connection)
+            token = self._batch.set(batch)
+            try:
+                yield self
+            finally:
+                async with batch.lock:  # calls still running in tasks started inside the block finish first
+                    batch.open = False
+                self._batch.reset(token)
+
+    # -- sessions ---------------------------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        title: str | None = None,
+        directory: str | None = None,
+        parent_id: str | None = None,
+        id: str | None = None,
+    ) -> Session:
+        return await self._run(
+            ops.create_session(now=self.clock(), title=title, directory=directory, parent_id=parent_id, id=id)
+        )
+
+    async def get_session(self, session_id: str) -> Session:
+        return await self._run(ops.get_session(session_id), write=False)
+
+    async def list_sessions(
+        self, *, parent_id: str | None = None, limit: int | None = None, include_archived: bool = True
+    ) -> list[Session]:
+        """Sessions, most recently updated first."""
+        return await self._run(
+            ops.list_sessions(parent_id=parent_id, limit=limit, include_archived=include_archived), write=False
+        )
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete a session and everything in it (messages, parts, tool states, compactions, child sessions)."""
+        await self._run(ops.delete_session(session_id))
+
+    # -- messages and parts -------------------------------------------------------------------------------------
+
+    async def append_message(self, session_id: str, role: str, **fields: Any) -> Message:
+        """Append a message; ``fields`` are ``Message`` fields (parent_id, agent, mode, model_id, …)."""
+        return await self._run(ops.append_message(session_id, role, fields, now=self.clock()))
+
+    async def append_part(self, message_id: str, part: Part | dict[str, Any]) -> Part:
+        """Append a part (any of the twelve types, a model or a dict); the store assigns its id if it has none."""
+        return await self._run(ops.append_part(message_id, part, now=self.clock()))
+
+    async def update_tool(
+        self,
+        part_id: str,
+        *,
+        status: str,
+        output: str | None = None,
+        error: str | None = None,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        input: dict[str, Any] | None = None,
+    ) -> ToolPart:
+        """Move a tool part along pending → running → completed | error (or pending → error)."""
+        return await self._run(
+            ops.update_tool(
+                part_id,
+                status=status,
+                output=output,
+                error=error,
+                title=title,
+                metadata=metadata,
+                input=input,
+                now=self.clock(),
+            )
+        )
+
+    async def finish_message(
+        self,
+        message_id: str,
+        *,
+        finish: str,
+        tokens: TokenCounts | dict[str, Any] | None = None,
+        cost: float = 0.0,
+        error: Any = None,
+    ) -> Message:
+        """Record how an assistant message ended, its provider-reported usage and cost."""
+        return await self._run(
+            ops.finish_message(message_id, finish=finish, tokens=tokens, cost=cost, error=error, now=self.clock())
+        )
+
+    async def messages(self, session_id: str) -> list[MessageWithParts]:
+        """The full history of a session, chronological."""
+        return await self._run(ops.load_messages(session_id, filtered=False), write=False)
+
+    async def filter_compacted(self, session_id: str) -> list[MessageWithParts]:
+        """The history back to the last completed compaction boundary only (outputs of pruned parts unread)."""
+        return await self._run(ops.load_messages(session_id, filtered=True), write=False)
+
+    # -- compaction ---------------------------------------------------------------------------------------------
+
+    async def prune(self, session_id: str, config: CompactionConfig | None = None) -> PruneResult:
+        """Mark old tool outputs pruned (seed 004: protect the newest 40K estimated tokens, commit only above
+        20K), from stored estimates, in one transaction. The output text is kept."""
+        return await self._run(ops.prune_session(session_id, config or CompactionConfig(), now=self.clock()))
+
+    async def compactions(self, session_id: str) -> list[CompactionRecord]:
+        """The compaction markers of a session, oldest first (pending, completed and failed)."""
+        return await self._run(list_compactions(session_id), write=False)
