@@ -12,6 +12,7 @@ Rules it keeps:
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 
 from .db import ops
 from .db.engine import WRITE, default_url, make_engine, redact
+from .db.fast import FastSQLite
 from .db.migrate import check_schema, upgrade
 from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
@@ -64,6 +66,14 @@ def translate_errors() -> Iterator[None]:
         raise DatabaseError(f"database error: {reason}") from exc
     except (DBAPIError, SQLAlchemyError) as exc:
         raise DatabaseError(f"database error: {_reason(exc)}") from exc
+    except sqlite3.IntegrityError as exc:  # the SQLite fast path runs on the driver directly
+        raise InvalidInput(f"refused by the database: {exc}") from exc
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise DatabaseBusy(f"database busy: {exc}") from exc
+        raise DatabaseError(f"database error: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"database error: {exc}") from exc
 
 
 def _reason(exc: SQLAlchemyError) -> str:
@@ -78,7 +88,9 @@ class SessionStore:
         self.engine = engine
         self.url = url or engine.url.render_as_string(hide_password=True)
         self.clock = clock
-        self._batch: ContextVar[Connection | None] = ContextVar(f"brutus_batch_{id(self)}", default=None)
+        self._batch: ContextVar[Any] = ContextVar(f"brutus_batch_{id(self)}", default=None)
+        # SQLite: operations run on the sqlite3 connection with compiled-once statements (see db/fast.py).
+        self._fast = FastSQLite(engine.dialect) if engine.dialect.name == "sqlite" else None
 
     @classmethod
     def open(cls, url: str | None = None, *, auto_migrate: bool = True, clock: Clock = _now_ms) -> SessionStore:
@@ -110,24 +122,47 @@ class SessionStore:
     # -- running operations ---------------------------------------------------------------------------------
 
     @contextmanager
-    def _connection(self, write: bool) -> Iterator[Connection]:
+    def _connection(self, write: bool) -> Iterator[Any]:
+        """A connection inside a transaction: the batch's, else a new one committed on success.
+
+        On SQLite it is the sqlite3 connection itself (BEGIN IMMEDIATE for writes), else a SQLAlchemy one.
+        """
         active = self._batch.get()
         if active is not None:
             yield active
             return
         with translate_errors():
+            if self._fast is not None:
+                pooled = self.engine.raw_connection()
+                try:
+                    dbapi = pooled.driver_connection
+                    dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                    try:
+                        yield dbapi
+                    except BaseException:
+                        if dbapi.in_transaction:
+                            dbapi.execute("ROLLBACK")
+                        raise
+                    dbapi.execute("COMMIT")
+                finally:
+                    pooled.close()
+                return
             options = WRITE if write else {}
             with self.engine.connect().execution_options(**options) as connection:
                 with connection.begin():
                     yield connection
+
+    def _execute(self, connection: Any, current: Step) -> Any:
+        if self._fast is not None:
+            return self._fast.execute(connection, current.statement, current.params, current.fetch)
+        return fetch(connection.execute(current.statement, current.params), current.fetch)
 
     def _run(self, op: Op, *, write: bool = True) -> Any:
         with self._connection(write) as connection, translate_errors():
             try:
                 current: Step = next(op)
                 while True:
-                    result = connection.execute(current.statement, current.params)
-                    current = op.send(fetch(result, current.fetch))
+                    current = op.send(self._execute(connection, current))
             except StopIteration as stop:
                 return stop.value
 

@@ -4,6 +4,7 @@ scan back to the last boundary only."""
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
 
 from hypothesis import HealthCheck, given, settings
 from sqlalchemy import create_engine, event, text
@@ -13,6 +14,32 @@ from brutus.history import filter_compacted
 from brutus.prune import prune
 
 from builders import Msg, Tool, histories, write_history
+
+@contextmanager
+def capture_sql(engine, statements: list[str]):
+    """Every SQL statement run on ``engine``: SQLAlchemy's event on PostgreSQL; on SQLite, where brutus runs
+    statements on the driver connection directly, sqlite3's trace callback on fresh connections."""
+    if engine.dialect.name == "sqlite":
+        def trace(dbapi_connection, _record):
+            dbapi_connection.set_trace_callback(statements.append)
+
+        engine.dispose()
+        event.listen(engine, "connect", trace)
+        try:
+            yield
+        finally:
+            event.remove(engine, "connect", trace)
+            engine.dispose()
+    else:
+        def capture(conn, cursor, statement, *args):
+            statements.append(statement)
+
+        event.listen(engine, "before_cursor_execute", capture)
+        try:
+            yield
+        finally:
+            event.remove(engine, "before_cursor_execute", capture)
+
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -91,13 +118,8 @@ def test_prune_reads_no_output_text(store: SessionStore) -> None:
     spec = [Msg("user", text="go"), *[Msg("assistant", tools=[Tool("bash", output_bytes=20_000)]) for _ in range(20)], Msg("user"), Msg("user")]
     session_id = write_history(store, spec)
     statements: list[str] = []
-
-    def capture(conn, cursor, statement, *args):
-        statements.append(statement)
-
-    event.listen(store.engine, "before_cursor_execute", capture)
-    result = store.prune(session_id)
-    event.remove(store.engine, "before_cursor_execute", capture)
+    with capture_sql(store.engine, statements):
+        result = store.prune(session_id)
     assert result.pruned > 0 and statements
     assert not any("tool_outputs" in s for s in statements)
 

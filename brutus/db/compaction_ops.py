@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, update
 
 from ..codec import encode_json
 from ..errors import NotFound
@@ -26,7 +25,8 @@ from ..ids import new_id
 from ..models import CompactionPart, CompactionRecord, TextPart, TokenCounts
 from . import ops
 from .convert import text_in, text_out
-from .statements import C, M, Op, S, T, step
+from . import statements as st
+from .statements import Op, step
 
 __all__ = [
     "BeginResult",
@@ -39,7 +39,6 @@ __all__ = [
 
 CONTINUE_TEXT = "Continue if you have next steps"
 ABANDONED = "abandoned: the process running this compaction stopped before it completed"
-_CHUNK = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,36 +77,21 @@ def begin_compaction(
     session_id: str, *, trigger: str, auto: bool, overflow: bool, instructions: str | None, now: int
 ) -> Op:
     session_id = ops.check_id("session", session_id)
-    session = yield step(select(S.c.last_seq).where(S.c.id == session_id).with_for_update(), fetch="first")
+    session = yield step(st.SESSION_FOR_UPDATE, {"b_sid": session_id}, fetch="first")
     if session is None:
         raise NotFound("session", session_id)
     abandoned = yield step(
-        update(C)
-        .where(C.c.session_id == session_id, C.c.status == "pending")
-        .values(status="failed", error=ABANDONED, completed_at=now),
-        fetch="rowcount",
+        st.FAIL_PENDING_COMPACTIONS, {"b_sid": session_id, "b_error": ABANDONED, "b_now": now}, fetch="rowcount"
     )
     stalled = None
-    previous = yield step(
-        select(M.c.seq)
-        .select_from(C.join(M, M.c.id == C.c.summary_message_id))
-        .where(C.c.session_id == session_id, C.c.status == "completed")
-        .order_by(M.c.seq.desc())
-        .limit(1),
-        fetch="first",
-    )
+    previous = yield step(st.LAST_COMPLETED_SUMMARY_SEQ, {"b_sid": session_id}, fetch="first")
     if previous is not None:
-        new = yield step(
-            select(func.count())
-            .select_from(M)
-            .where(M.c.session_id == session_id, M.c.seq > previous.seq, M.c.synthetic.is_(False)),
-            fetch="first",
-        )
-        if not new[0]:
+        new = yield step(st.COUNT_NEW_MESSAGES, {"b_sid": session_id, "b_after_seq": previous.seq}, fetch="first")
+        if not new.n:
             stalled = "nothing new since the previous compaction: compacting again would loop"
     compaction_id = new_id("compaction", now)
     yield step(
-        insert(C),
+        st.INSERT_COMPACTION,
         dict(
             id=compaction_id,
             session_id=session_id,
@@ -127,38 +111,20 @@ def fail_compaction(
     compaction_id: str, error: str, *, now: int, pre_tokens: int | None = None, post_tokens: int | None = None
 ) -> Op:
     yield step(
-        update(C)
-        .where(C.c.id == compaction_id, C.c.status == "pending")
-        .values(
-            status="failed",
-            error=text_in(error),
-            pre_tokens=pre_tokens,
-            post_tokens=post_tokens,
-            completed_at=now,
-        )
+        st.FAIL_COMPACTION,
+        {"b_cid": compaction_id, "b_error": text_in(error), "b_pre": pre_tokens, "b_post": post_tokens, "b_now": now},
     )
     return None
 
 
 def complete_compaction(plan: Completion, *, now: int) -> Op:
     """The final transaction; returns the summary message id."""
-    ids = list(plan.prune_ids)
-    for start in range(0, len(ids), _CHUNK):
-        yield step(
-            update(T)
-            .where(T.c.part_id.in_(bindparam("ids", expanding=True)), T.c.compacted_at.is_(None))
-            .values(compacted_at=now),
-            {"ids": ids[start : start + _CHUNK]},
-        )
+    yield from ops.mark_pruned(plan.prune_ids, now=now)
     tail_start_id = plan.tail_start_id
     if tail_start_id is None:
         # Messages appended while the summarizer ran are not covered by the summary: keep them as the tail.
         newer = yield step(
-            select(M.c.id)
-            .where(M.c.session_id == plan.session_id, M.c.seq > plan.snapshot_seq)
-            .order_by(M.c.seq)
-            .limit(1),
-            fetch="first",
+            st.FIRST_MESSAGE_AFTER, {"b_sid": plan.session_id, "b_after_seq": plan.snapshot_seq}, fetch="first"
         )
         tail_start_id = newer.id if newer is not None else None
     user = yield from ops.append_message(plan.session_id, "user", {"agent": plan.user_agent}, now=now)
@@ -188,22 +154,21 @@ def complete_compaction(plan: Completion, *, now: int) -> Op:
         )
         yield from ops.append_part(follow.id, TextPart(text=CONTINUE_TEXT, synthetic=True), now=now)
     done = yield step(
-        update(C)
-        .where(C.c.id == plan.compaction_id, C.c.status == "pending")
-        .values(
-            status="completed",
-            user_message_id=user.id,
-            summary_message_id=summary.id,
-            tail_start_id=tail_start_id,
-            pre_tokens=plan.pre_tokens,
-            post_tokens=plan.post_tokens,
-            model=text_in(plan.summary_model),
-            cost=plan.summary_cost,
-            fallback_used=plan.fallback_used,
-            boundary=encode_json(plan.boundary),
-            instructions=text_in(plan.instructions),
-            completed_at=now,
-        ),
+        st.COMPLETE_COMPACTION,
+        {
+            "b_cid": plan.compaction_id,
+            "b_user_id": user.id,
+            "b_summary_id": summary.id,
+            "b_tail_id": tail_start_id,
+            "b_pre": plan.pre_tokens,
+            "b_post": plan.post_tokens,
+            "b_model": text_in(plan.summary_model),
+            "b_cost": plan.summary_cost,
+            "b_fallback": plan.fallback_used,
+            "b_boundary": encode_json(plan.boundary),
+            "b_instructions": text_in(plan.instructions),
+            "b_now": now,
+        },
         fetch="rowcount",
     )
     if done != 1:
@@ -213,10 +178,10 @@ def complete_compaction(plan: Completion, *, now: int) -> Op:
 
 def list_compactions(session_id: str) -> Op:
     session_id = ops.check_id("session", session_id)
-    found = yield step(select(S.c.id).where(S.c.id == session_id), fetch="first")
+    found = yield step(st.SESSION_ID, {"b_sid": session_id}, fetch="first")
     if found is None:
         raise NotFound("session", session_id)
-    rows = yield step(select(C).where(C.c.session_id == session_id).order_by(C.c.created_at, C.c.id), fetch="all")
+    rows = yield step(st.COMPACTIONS, {"b_sid": session_id}, fetch="all")
     return [
         CompactionRecord(
             id=r.id,

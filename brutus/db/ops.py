@@ -12,12 +12,12 @@ from collections import defaultdict
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import select
 
 from ..codec import encode_json, encode_text
 from ..errors import InvalidInput, NotFound
 from ..ids import new_id
-from ..models import CompactionConfig, Message, MessageWithParts, Part, PruneResult, Session, TokenCounts, ToolPart
+from ..models import CompactionConfig, Message, MessageWithParts, Part, PruneResult, Session, TokenCounts, ToolPart, ToolState, ToolTime
 from ..prune import PruneCandidate, plan_prune
 from ..toolstate import check_transition
 from ..tokens import estimate_json_tokens, estimate_tokens
@@ -31,7 +31,9 @@ from .convert import (
     token_columns,
     validate_part,
 )
-from .statements import MESSAGE_COLUMNS, M, O, Op, P, S, T, refresh_boundary, select_messages, select_parts, step
+from . import statements as st
+from .convert import text_out
+from .statements import Op, refresh_boundary, step
 
 __all__ = [
     "MESSAGE_FIELDS",
@@ -45,6 +47,7 @@ __all__ = [
     "list_sessions",
     "load_message",
     "load_messages",
+    "mark_pruned",
     "prune_session",
     "update_tool",
 ]
@@ -93,11 +96,11 @@ def create_session(
             raise InvalidInput(f"session {name} must be a string, got {type(value).__name__}")
     if parent_id is not None:
         parent_id = check_id("session", parent_id)
-        found = yield step(select(S.c.id).where(S.c.id == parent_id), fetch="first")
+        found = yield step(st.SESSION_ID, {"b_sid": parent_id}, fetch="first")
         if found is None:
             raise NotFound("session", parent_id)
     if id is not None:
-        taken = yield step(select(S.c.id).where(S.c.id == session_id), fetch="first")
+        taken = yield step(st.SESSION_ID, {"b_sid": session_id}, fetch="first")
         if taken is not None:
             raise InvalidInput(f"session {session_id} already exists")
     values = dict(
@@ -112,19 +115,20 @@ def create_session(
         boundary_message_id=None,
         boundary_seq=0,
     )
-    yield step(insert(S), values)
+    yield step(st.INSERT_SESSION, values)
     return Session(id=session_id, parent_id=parent_id, title=title, directory=directory, created_at=now, updated_at=now)
 
 
 def get_session(session_id: Any) -> Op:
     session_id = check_id("session", session_id)
-    row = yield step(select(S).where(S.c.id == session_id), fetch="first")
+    row = yield step(st.SESSION, {"b_sid": session_id}, fetch="first")
     if row is None:
         raise NotFound("session", session_id)
     return session_from_row(row)
 
 
 def list_sessions(*, parent_id: str | None, limit: int | None, include_archived: bool) -> Op:
+    S = st.S
     query = select(S)
     if parent_id is not None:
         query = query.where(S.c.parent_id == parent_id)
@@ -142,7 +146,7 @@ def list_sessions(*, parent_id: str | None, limit: int | None, include_archived:
 def delete_session(session_id: Any) -> Op:
     """Delete a session with its messages, parts, tool states, compactions and child sessions."""
     session_id = check_id("session", session_id)
-    count = yield step(delete(S).where(S.c.id == session_id), fetch="rowcount")
+    count = yield step(st.DELETE_SESSION, {"b_sid": session_id}, fetch="rowcount")
     if not count:
         raise NotFound("session", session_id)
     return None
@@ -218,17 +222,14 @@ def append_message(session_id: Any, role: str, fields: dict[str, Any], *, now: i
     session_id = check_id("session", session_id)
     values, message = _message_values(session_id, role, fields, now)
     if fields.get("id") is not None:
-        taken = yield step(select(M.c.id).where(M.c.id == values["id"]), fetch="first")
+        taken = yield step(st.MESSAGE_ID, {"b_mid": values["id"]}, fetch="first")
         if taken is not None:
             raise InvalidInput(f"message {values['id']} already exists")
-    row = yield step(
-        update(S).where(S.c.id == session_id).values(last_seq=S.c.last_seq + 1, updated_at=now).returning(S.c.last_seq),
-        fetch="first",
-    )
+    row = yield step(st.NEXT_SEQ, {"b_sid": session_id, "b_now": now}, fetch="first")
     if row is None:
         raise NotFound("session", session_id)
     values["seq"] = row.last_seq
-    yield step(insert(M), values)
+    yield step(st.INSERT_MESSAGE, values)
     if values["summary"] and values["finish"] is not None:
         yield from refresh_boundary(session_id)
     return message.model_copy(update={"seq": values["seq"]})
@@ -247,19 +248,18 @@ def finish_message(
     if error is not None and not isinstance(error, dict):
         error = {"message": str(error)}
     error = error or None  # an empty error object is no error (as filter_compacted reads it)
-    values = dict(
-        finish=encode_text(finish),
-        cost=_cost(cost),
-        error=encode_json(error),
-        completed_at=now,
-        **token_columns(counts),
-    )
-    row = yield step(
-        update(M).where(M.c.id == message_id).values(**values).returning(*MESSAGE_COLUMNS), fetch="first"
-    )
+    params = {
+        "b_mid": message_id,
+        "b_finish": encode_text(finish),
+        "b_cost": _cost(cost),
+        "b_error": encode_json(error),
+        "b_now": now,
+        **{f"b_{k}": v for k, v in token_columns(counts).items()},
+    }
+    row = yield step(st.FINISH_MESSAGE, params, fetch="first")
     if row is None:
         raise NotFound("message", message_id)
-    yield step(update(S).where(S.c.id == row.session_id).values(updated_at=now))
+    yield step(st.TOUCH_SESSION, {"b_sid": row.session_id, "b_now": now})
     if row.summary:
         yield from refresh_boundary(row.session_id)
     return message_from_row(row)
@@ -276,21 +276,15 @@ def append_part(message_id: Any, part: Any, *, now: int) -> Op:
     tool_values = _tool_values(part, now) if part.type == "tool" else None  # validates before estimating
     tokens = part_tokens(part)
     if part.id is not None:
-        taken = yield step(select(P.c.id).where(P.c.id == part_id), fetch="first")
+        taken = yield step(st.PART_ID, {"b_pid": part_id}, fetch="first")
         if taken is not None:
             raise InvalidInput(f"part {part_id} already exists")
-    row = yield step(
-        update(M)
-        .where(M.c.id == message_id)
-        .values(part_count=M.c.part_count + 1, token_estimate=M.c.token_estimate + tokens)
-        .returning(M.c.part_count, M.c.session_id),
-        fetch="first",
-    )
+    row = yield step(st.NEXT_POSITION, {"b_mid": message_id, "b_tokens": tokens}, fetch="first")
     if row is None:
         raise NotFound("message", message_id)
     session_id = row.session_id
     yield step(
-        insert(P),
+        st.INSERT_PART,
         dict(
             id=part_id,
             session_id=session_id,
@@ -305,9 +299,9 @@ def append_part(message_id: Any, part: Any, *, now: int) -> Op:
     )
     if tool_values is not None:
         output = tool_values.pop("output")
-        yield step(insert(T), dict(tool_values, part_id=part_id, session_id=session_id))
+        yield step(st.INSERT_TOOL_STATE, dict(tool_values, part_id=part_id, session_id=session_id))
         if output is not None:
-            yield step(insert(O), dict(part_id=part_id, output=output))
+            yield step(st.INSERT_TOOL_OUTPUT, dict(part_id=part_id, output=output))
     if part.type == "compaction":
         yield from refresh_boundary(session_id)
     return part.model_copy(update={"id": part_id, "session_id": session_id, "message_id": message_id})
@@ -366,64 +360,79 @@ def update_tool(
         metadata=encode_json(metadata),
         input=encode_json(input),
     )
-    current = yield step(
-        select(T.c.status, T.c.input, T.c.started_at, P.c.tokens, P.c.message_id)
-        .select_from(T.join(P, P.c.id == T.c.part_id))
-        .where(T.c.part_id == part_id)
-        .with_for_update(),
-        fetch="first",
-    )
+    current = yield step(st.TOOL_CURRENT, {"b_pid": part_id}, fetch="first")
     if current is None:
         raise NotFound("tool part", part_id)
     check_transition(part_id, current.status, status, output=output, error=error)
-    values: dict[str, Any] = {"status": status}
-    if status == "running" and current.started_at is None:
-        values["started_at"] = now
-    if status in ("completed", "error"):
-        values["ended_at"] = now
-        if current.started_at is None:
-            values["started_at"] = now
-    for name in ("error", "title", "metadata", "input"):
-        if encoded[name] is not None:
-            values[name] = encoded[name]
-    if output is not None:
-        values["output_tokens"] = estimate_tokens(output)
-    yield step(update(T).where(T.c.part_id == part_id).values(**values))
-    if output is not None:
-        yield step(insert(O), dict(part_id=part_id, output=encoded["output"]))
+    started = current.started_at
+    if started is None and status in ("running", "completed", "error"):
+        started = now
+    ended = now if status in ("completed", "error") else current.ended_at
     new_input = input if input is not None else current.input
-    tokens = estimate_json_tokens(new_input) + estimate_tokens(output) + estimate_tokens(error)
-    yield step(update(P).where(P.c.id == part_id).values(tokens=tokens, updated_at=now))
+    new_metadata = metadata if metadata is not None else current.tool_meta
+    new_title = title if title is not None else text_out(current.title)
+    new_error = error if error is not None else text_out(current.error)
     yield step(
-        update(M)
-        .where(M.c.id == current.message_id)
-        .values(token_estimate=M.c.token_estimate + (tokens - current.tokens))
+        st.UPDATE_TOOL_STATE,
+        {
+            "b_pid": part_id,
+            "b_status": status,
+            "b_input": encoded["input"] if input is not None else encode_json(current.input),
+            "b_output_tokens": estimate_tokens(output),
+            "b_title": text_in(new_title),
+            "b_metadata": encoded["metadata"] if metadata is not None else encode_json(current.tool_meta),
+            "b_error": text_in(new_error),
+            "b_started_at": started,
+            "b_ended_at": ended,
+        },
     )
-    row = yield step(select_parts().where(P.c.id == part_id), fetch="first")
-    return part_from_row(row)
+    if output is not None:
+        yield step(st.INSERT_TOOL_OUTPUT, dict(part_id=part_id, output=encoded["output"]))
+    tokens = estimate_json_tokens(new_input) + estimate_tokens(output) + estimate_tokens(new_error)
+    yield step(st.UPDATE_PART_TOKENS, {"b_pid": part_id, "b_tokens": tokens, "b_now": now})
+    if tokens != current.tokens:
+        yield step(st.ADD_MESSAGE_TOKENS, {"b_mid": current.message_id, "b_delta": tokens - current.tokens})
+    return ToolPart.model_construct(
+        id=part_id,
+        session_id=current.session_id,
+        message_id=current.message_id,
+        type="tool",
+        call_id=text_out(current.call_id),
+        tool=text_out(current.tool),
+        state=ToolState.model_construct(
+            status=status,
+            input=new_input if new_input is not None else {},
+            output=output,
+            error=new_error,
+            title=new_title,
+            metadata=new_metadata,
+            time=ToolTime(start=started, end=ended, compacted=current.compacted_at),
+        ),
+    )
 
 
 # -- reads --------------------------------------------------------------------------------------------------
 
 
 def load_messages(session_id: Any, *, filtered: bool) -> Op:
-    """The history of a session, whole or from its last completed boundary on, as ``MessageWithParts``."""
+    """The history of a session, whole or from its last completed boundary on, as ``MessageWithParts``.
+
+    Filtered, both queries are index range scans from the boundary (cost grows with the view, not the
+    history), and the output of a pruned part is not read.
+    """
     session_id = check_id("session", session_id)
-    session = yield step(select(S.c.boundary_seq).where(S.c.id == session_id), fetch="first")
+    session = yield step(st.SESSION_BOUNDARY, {"b_sid": session_id}, fetch="first")
     if session is None:
         raise NotFound("session", session_id)
-    from_seq = session.boundary_seq if filtered and session.boundary_seq else None
-    message_rows = yield step(select_messages(session_id, from_seq), fetch="all")
-    if not message_rows:
-        return []
-    parts_query = select_parts("unpruned" if filtered else "all")
-    if from_seq is None:
-        parts_query = parts_query.where(P.c.session_id == session_id)
+    if filtered and session.boundary_seq:
+        params = {"b_sid": session_id, "b_from_seq": session.boundary_seq}
+        message_rows = yield step(st.MESSAGES_FROM, params, fetch="all")
+        part_rows = yield step(st.PARTS_FROM, params, fetch="all") if message_rows else []
     else:
-        parts_query = parts_query.join(M, M.c.id == P.c.message_id).where(
-            M.c.session_id == session_id, M.c.seq >= from_seq
-        )
-    part_rows = yield step(parts_query.order_by(P.c.message_id, P.c.position), fetch="all")
+        params = {"b_sid": session_id}
+        message_rows = yield step(st.MESSAGES, params, fetch="all")
+        parts_query = st.PARTS_UNPRUNED if filtered else st.PARTS
+        part_rows = (yield step(parts_query, params, fetch="all")) if message_rows else []
     by_message: dict[str, list[Part]] = defaultdict(list)
     for row in part_rows:
         by_message[row.message_id].append(part_from_row(row))
@@ -436,16 +445,19 @@ def load_messages(session_id: Any, *, filtered: bool) -> Op:
 def load_message(message_id: Any) -> Op:
     """One message with its parts."""
     message_id = check_id("message", message_id)
-    row = yield step(select(*MESSAGE_COLUMNS).where(M.c.id == message_id), fetch="first")
+    row = yield step(st.MESSAGE, {"b_mid": message_id}, fetch="first")
     if row is None:
         raise NotFound("message", message_id)
-    part_rows = yield step(select_parts().where(P.c.message_id == message_id).order_by(P.c.position), fetch="all")
+    part_rows = yield step(st.PARTS_OF_MESSAGE, {"b_mid": message_id}, fetch="all")
     return MessageWithParts.model_construct(info=message_from_row(row), parts=[part_from_row(r) for r in part_rows])
 
 
 # -- prune --------------------------------------------------------------------------------------------------
 
-_MARK_CHUNK = 500
+def mark_pruned(part_ids: Any, *, now: int) -> Op:
+    """Set the prune mark on parts not marked yet (one executemany)."""
+    if part_ids:
+        yield step(st.MARK_PRUNED, [{"b_pid": part_id, "b_now": now} for part_id in part_ids])
 
 
 def prune_session(session_id: Any, config: CompactionConfig, *, now: int) -> Op:
@@ -454,23 +466,12 @@ def prune_session(session_id: Any, config: CompactionConfig, *, now: int) -> Op:
     session_id = check_id("session", session_id)
     if not isinstance(config, CompactionConfig):
         raise InvalidInput(f"config must be a CompactionConfig, got {type(config).__name__}")
-    session = yield step(select(S.c.boundary_seq).where(S.c.id == session_id).with_for_update(), fetch="first")
+    session = yield step(st.SESSION_FOR_UPDATE, {"b_sid": session_id}, fetch="first")
     if session is None:
         raise NotFound("session", session_id)
     if not config.prune:
         return PruneResult()
-    tool_parts = P.alias("tp")
-    rows = yield step(
-        select(M.c.seq, M.c.role, M.c.summary, tool_parts.c.id, T.c.tool, T.c.status, T.c.output_tokens, T.c.compacted_at)
-        .select_from(
-            M.outerjoin(tool_parts, (tool_parts.c.message_id == M.c.id) & (tool_parts.c.type == "tool")).outerjoin(
-                T, T.c.part_id == tool_parts.c.id
-            )
-        )
-        .where(M.c.session_id == session_id, M.c.seq >= session.boundary_seq)
-        .order_by(M.c.seq, tool_parts.c.position),
-        fetch="all",
-    )
+    rows = yield step(st.PRUNE_ROWS, {"b_sid": session_id, "b_from_seq": session.boundary_seq}, fetch="all")
     plan = plan_prune(
         [
             PruneCandidate(
@@ -489,22 +490,9 @@ def prune_session(session_id: Any, config: CompactionConfig, *, now: int) -> Op:
     )
     if not plan.part_ids:
         return PruneResult(pruned=0, total=plan.total, parts=[])
-    ids = list(plan.part_ids)
-    for start in range(0, len(ids), _MARK_CHUNK):
-        chunk = ids[start : start + _MARK_CHUNK]
-        yield step(
-            update(T).where(T.c.part_id.in_(bindparam("ids", expanding=True))).values(compacted_at=now),
-            {"ids": chunk},
-        )
+    yield from mark_pruned(plan.part_ids, now=now)
     marked = []
-    for start in range(0, len(ids), _MARK_CHUNK):
-        chunk = ids[start : start + _MARK_CHUNK]
-        found = yield step(
-            select_parts(outputs="none").where(P.c.id.in_(bindparam("ids", expanding=True))),
-            {"ids": chunk},
-            fetch="all",
-        )
-        marked += [part_from_row(r) for r in found]
-    order = {part_id: i for i, part_id in enumerate(ids)}
-    marked.sort(key=lambda part: order[part.id])
+    for part_id in plan.part_ids:
+        found = yield step(st.PART_WITHOUT_OUTPUT, {"b_pid": part_id}, fetch="first")
+        marked.append(part_from_row(found))
     return PruneResult(pruned=plan.pruned, total=plan.total, parts=marked)

@@ -1,9 +1,13 @@
-"""The store's operations, written once for the sync and the async store ("sans I/O").
+"""The SQL brutus runs, in one place, and the ``Step`` protocol of its operations.
 
-Each operation is a generator: it yields ``Step``s (a statement plus how to fetch its result), receives the
-fetched result, and returns the API value. ``SessionStore`` runs the steps on a ``Connection``,
-``AsyncSessionStore`` on an ``AsyncConnection``; both run an operation inside one transaction, so an
-operation that raises half way writes nothing.
+Operations (``ops``, ``compaction_ops``) are generators: they yield ``Step``s (a statement, its parameters
+and how to fetch the result), receive the fetched result, and return the API value. ``SessionStore`` runs
+them on SQLite's driver connection (``fast``) or a SQLAlchemy ``Connection``, ``AsyncSessionStore`` on an
+``AsyncConnection``; each operation runs inside one transaction, so one that raises half way writes nothing.
+
+Statements are built once, here, with named parameters (``prebuilt``), so running one costs no SQL
+construction or compilation. Parameter names never equal a column name of the table a statement updates
+(SQLAlchemy reserves those for its SET clause): they start with ``b_``.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import and_, null, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, null, select, update
 from sqlalchemy.sql import Executable
 
+from .fast import prebuilt
 from .tables import CompactionRow, MessageRow, PartRow, SessionRow, ToolOutputRow, ToolStateRow
 
 __all__ = [
@@ -28,7 +33,6 @@ __all__ = [
     "Step",
     "T",
     "refresh_boundary",
-    "select_messages",
     "select_parts",
     "step",
 ]
@@ -85,14 +89,6 @@ MESSAGE_COLUMNS = [
 ]
 
 
-def select_messages(session_id_param: Any, from_seq: Any | None = None) -> Any:
-    """Messages of a session in order, from ``from_seq`` on: a range scan on ``uq_messages_session_id_seq``."""
-    query = select(*MESSAGE_COLUMNS).where(M.c.session_id == session_id_param)
-    if from_seq is not None:
-        query = query.where(M.c.seq >= from_seq)
-    return query.order_by(M.c.seq)
-
-
 def select_parts(outputs: Literal["all", "unpruned", "none"] = "all") -> Any:
     """Parts joined with their tool state and output; the caller adds the WHERE clause.
 
@@ -128,6 +124,200 @@ def select_parts(outputs: Literal["all", "unpruned", "none"] = "all") -> Any:
     ).select_from(source)
 
 
+def _b(name: str) -> Any:
+    return bindparam(f"b_{name}")
+
+
+def _parts_by_session(outputs: Literal["all", "unpruned", "none"]) -> Any:
+    return prebuilt(select_parts(outputs).where(P.c.session_id == _b("sid")).order_by(P.c.message_id, P.c.position))
+
+
+# -- sessions
+SESSION = prebuilt(select(S).where(S.c.id == _b("sid")))
+SESSION_ID = prebuilt(select(S.c.id).where(S.c.id == _b("sid")))
+SESSION_FOR_UPDATE = prebuilt(select(S.c.last_seq, S.c.boundary_seq).where(S.c.id == _b("sid")).with_for_update())
+SESSION_BOUNDARY = prebuilt(select(S.c.boundary_seq).where(S.c.id == _b("sid")))
+INSERT_SESSION = prebuilt(insert(S))
+DELETE_SESSION = prebuilt(delete(S).where(S.c.id == _b("sid")))
+NEXT_SEQ = prebuilt(
+    update(S).where(S.c.id == _b("sid")).values(last_seq=S.c.last_seq + 1, updated_at=_b("now")).returning(S.c.last_seq)
+)
+TOUCH_SESSION = prebuilt(update(S).where(S.c.id == _b("sid")).values(updated_at=_b("now")))
+SET_BOUNDARY = prebuilt(
+    update(S).where(S.c.id == _b("sid")).values(boundary_message_id=_b("boundary_id"), boundary_seq=_b("start"))
+)
+
+# -- messages
+MESSAGE_ID = prebuilt(select(M.c.id).where(M.c.id == _b("mid")))
+MESSAGE = prebuilt(select(*MESSAGE_COLUMNS).where(M.c.id == _b("mid")))
+MESSAGE_SEQ_IN_SESSION = prebuilt(select(M.c.seq).where(M.c.id == _b("mid"), M.c.session_id == _b("sid")))
+INSERT_MESSAGE = prebuilt(insert(M))
+MESSAGES = prebuilt(select(*MESSAGE_COLUMNS).where(M.c.session_id == _b("sid")).order_by(M.c.seq))
+MESSAGES_FROM = prebuilt(
+    select(*MESSAGE_COLUMNS).where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq")).order_by(M.c.seq)
+)
+FINISH_MESSAGE = prebuilt(
+    update(M)
+    .where(M.c.id == _b("mid"))
+    .values(
+        finish=_b("finish"),
+        cost=_b("cost"),
+        error=bindparam("b_error", type_=M.c.error.type),
+        completed_at=_b("now"),
+        tokens_input=_b("tokens_input"),
+        tokens_output=_b("tokens_output"),
+        tokens_reasoning=_b("tokens_reasoning"),
+        tokens_cache_read=_b("tokens_cache_read"),
+        tokens_cache_write=_b("tokens_cache_write"),
+    )
+    .returning(*MESSAGE_COLUMNS)
+)
+NEXT_POSITION = prebuilt(
+    update(M)
+    .where(M.c.id == _b("mid"))
+    .values(part_count=M.c.part_count + 1, token_estimate=M.c.token_estimate + _b("tokens"))
+    .returning(M.c.part_count, M.c.session_id)
+)
+ADD_MESSAGE_TOKENS = prebuilt(
+    update(M).where(M.c.id == _b("mid")).values(token_estimate=M.c.token_estimate + _b("delta"))
+)
+
+# -- parts and tool states
+PART_ID = prebuilt(select(P.c.id).where(P.c.id == _b("pid")))
+INSERT_PART = prebuilt(insert(P))
+INSERT_TOOL_STATE = prebuilt(insert(T))
+INSERT_TOOL_OUTPUT = prebuilt(insert(O))
+TOOL_CURRENT = prebuilt(
+    select(
+        T.c.status,
+        T.c.call_id,
+        T.c.tool,
+        T.c.input,
+        T.c.title,
+        T.c.metadata.label("tool_meta"),
+        T.c.error,
+        T.c.started_at,
+        T.c.ended_at,
+        T.c.compacted_at,
+        P.c.tokens,
+        P.c.message_id,
+        P.c.session_id,
+    )
+    .select_from(T.join(P, P.c.id == T.c.part_id))
+    .where(T.c.part_id == _b("pid"))
+    .with_for_update()
+)
+UPDATE_TOOL_STATE = prebuilt(
+    update(T)
+    .where(T.c.part_id == _b("pid"))
+    .values(
+        status=_b("status"),
+        input=bindparam("b_input", type_=T.c.input.type),
+        output_tokens=_b("output_tokens"),
+        title=_b("title"),
+        metadata=bindparam("b_metadata", type_=T.c.metadata.type),
+        error=_b("error"),
+        started_at=_b("started_at"),
+        ended_at=_b("ended_at"),
+    )
+)
+UPDATE_PART_TOKENS = prebuilt(update(P).where(P.c.id == _b("pid")).values(tokens=_b("tokens"), updated_at=_b("now")))
+PARTS_OF_MESSAGE = prebuilt(select_parts().where(P.c.message_id == _b("mid")).order_by(P.c.position))
+PARTS = _parts_by_session("all")
+PARTS_UNPRUNED = _parts_by_session("unpruned")
+PARTS_FROM = prebuilt(
+    select_parts("unpruned")
+    .join(M, M.c.id == P.c.message_id)
+    .where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq"))
+    .order_by(P.c.message_id, P.c.position)
+)
+PART_WITHOUT_OUTPUT = prebuilt(select_parts("none").where(P.c.id == _b("pid")))
+
+# -- prune
+_tool_parts = P.alias("tp")
+PRUNE_ROWS = prebuilt(
+    select(M.c.seq, M.c.role, M.c.summary, _tool_parts.c.id, T.c.tool, T.c.status, T.c.output_tokens, T.c.compacted_at)
+    .select_from(
+        M.outerjoin(_tool_parts, (_tool_parts.c.message_id == M.c.id) & (_tool_parts.c.type == "tool")).outerjoin(
+            T, T.c.part_id == _tool_parts.c.id
+        )
+    )
+    .where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq"))
+    .order_by(M.c.seq, _tool_parts.c.position)
+)
+MARK_PRUNED = prebuilt(
+    update(T).where(T.c.part_id == _b("pid"), T.c.compacted_at.is_(None)).values(compacted_at=_b("now"))
+)
+
+# -- compactions
+FAIL_PENDING_COMPACTIONS = prebuilt(
+    update(C)
+    .where(C.c.session_id == _b("sid"), C.c.status == "pending")
+    .values(status="failed", error=_b("error"), completed_at=_b("now"))
+)
+LAST_COMPLETED_SUMMARY_SEQ = prebuilt(
+    select(M.c.seq)
+    .select_from(C.join(M, M.c.id == C.c.summary_message_id))
+    .where(C.c.session_id == _b("sid"), C.c.status == "completed")
+    .order_by(M.c.seq.desc())
+    .limit(1)
+)
+COUNT_NEW_MESSAGES = prebuilt(
+    select(func.count().label("n"))
+    .select_from(M)
+    .where(M.c.session_id == _b("sid"), M.c.seq > _b("after_seq"), M.c.synthetic.is_(False))
+)
+FIRST_MESSAGE_AFTER = prebuilt(
+    select(M.c.id).where(M.c.session_id == _b("sid"), M.c.seq > _b("after_seq")).order_by(M.c.seq).limit(1)
+)
+INSERT_COMPACTION = prebuilt(insert(C))
+FAIL_COMPACTION = prebuilt(
+    update(C)
+    .where(C.c.id == _b("cid"), C.c.status == "pending")
+    .values(status="failed", error=_b("error"), pre_tokens=_b("pre"), post_tokens=_b("post"), completed_at=_b("now"))
+)
+COMPLETE_COMPACTION = prebuilt(
+    update(C)
+    .where(C.c.id == _b("cid"), C.c.status == "pending")
+    .values(
+        status="completed",
+        user_message_id=_b("user_id"),
+        summary_message_id=_b("summary_id"),
+        tail_start_id=_b("tail_id"),
+        pre_tokens=_b("pre"),
+        post_tokens=_b("post"),
+        model=_b("model"),
+        cost=_b("cost"),
+        fallback_used=_b("fallback"),
+        boundary=bindparam("b_boundary", type_=C.c.boundary.type),
+        instructions=_b("instructions"),
+        completed_at=_b("now"),
+    )
+)
+COMPACTIONS = prebuilt(select(C).where(C.c.session_id == _b("sid")).order_by(C.c.created_at, C.c.id))
+
+# -- boundaries
+_a, _u = M.alias("a"), M.alias("u")
+NEWEST_BOUNDARY = prebuilt(
+    select(_u.c.id, _u.c.seq, P.c.data)
+    .select_from(
+        _a.join(_u, _u.c.id == _a.c.parent_id).join(P, and_(P.c.message_id == _u.c.id, P.c.type == "compaction"))
+    )
+    .where(
+        _a.c.session_id == _b("sid"),
+        _a.c.role == "assistant",
+        _a.c.summary.is_(True),
+        _a.c.finish.is_not(None),
+        _a.c.error.is_(None),
+        _u.c.session_id == _b("sid"),
+        _u.c.role == "user",
+        _u.c.seq < _a.c.seq,
+    )
+    .order_by(_u.c.seq.desc(), P.c.position)
+    .limit(1)
+)
+
+
 def refresh_boundary(session_id: str) -> Op:
     """Recompute the session's cached boundary from the rows (the same rule as ``filter_compacted``).
 
@@ -135,35 +325,14 @@ def refresh_boundary(session_id: str) -> Op:
     message with summary set, a finish and no error, written after it) exists; the view starts there, or at
     the part's ``tail_start_id`` when that message lies before it.
     """
-    a, u = M.alias("a"), M.alias("u")
-    found = yield step(
-        select(u.c.id, u.c.seq, P.c.data)
-        .select_from(a.join(u, u.c.id == a.c.parent_id).join(P, and_(P.c.message_id == u.c.id, P.c.type == "compaction")))
-        .where(
-            a.c.session_id == session_id,
-            a.c.role == "assistant",
-            a.c.summary.is_(True),
-            a.c.finish.is_not(None),
-            a.c.error.is_(None),
-            u.c.session_id == session_id,
-            u.c.role == "user",
-            u.c.seq < a.c.seq,
-        )
-        .order_by(u.c.seq.desc(), P.c.position)
-        .limit(1),
-        fetch="first",
-    )
+    found = yield step(NEWEST_BOUNDARY, {"b_sid": session_id}, fetch="first")
     boundary_id, start = None, 0
     if found is not None:
         boundary_id, start = found.id, found.seq
         tail_id = (found.data or {}).get("tail_start_id")
         if tail_id:
-            tail = yield step(
-                select(M.c.seq).where(M.c.id == tail_id, M.c.session_id == session_id), fetch="first"
-            )
+            tail = yield step(MESSAGE_SEQ_IN_SESSION, {"b_mid": tail_id, "b_sid": session_id}, fetch="first")
             if tail is not None and tail.seq < start:
                 start = tail.seq
-    yield step(
-        update(S).where(S.c.id == session_id).values(boundary_message_id=boundary_id, boundary_seq=start)
-    )
+    yield step(SET_BOUNDARY, {"b_sid": session_id, "b_boundary_id": boundary_id, "b_start": start})
     return boundary_id
