@@ -6,7 +6,7 @@ ids made later sort after ids made earlier, also within one millisecond in one p
 
 from __future__ import annotations
 
-import secrets
+import os
 import threading
 import time
 
@@ -14,6 +14,7 @@ __all__ = ["PREFIXES", "new_id"]
 
 PREFIXES = {"session": "ses", "message": "msg", "part": "prt", "compaction": "cmp"}
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_BYTE_TO_CHAR = bytes(ord(_ALPHABET[b % 62]) for b in range(256))  # random bytes -> base62 in one translate
 _lock = threading.Lock()
 _last = 0
 
@@ -26,5 +27,5 @@ def new_id(kind: str, now_ms: int | None = None) -> str:
         value = max(ms * 0x1000, _last + 1)
         _last = value
     body = format(value & 0xFFFF_FFFF_FFFF, "012x")
-    rand = "".join(_ALPHABET[b % 62] for b in secrets.token_bytes(14))
+    rand = os.urandom(14).translate(_BYTE_TO_CHAR).decode("ascii")
     return f"{PREFIXES[kind]}_{body}{rand}"

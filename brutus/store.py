@@ -13,6 +13,7 @@ Rules it keeps:
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -91,6 +92,9 @@ class SessionStore:
         self._batch: ContextVar[Any] = ContextVar(f"brutus_batch_{id(self)}", default=None)
         # SQLite: operations run on the sqlite3 connection with compiled-once statements (see db/fast.py).
         self._fast = FastSQLite(engine.dialect) if engine.dialect.name == "sqlite" else None
+        self._local = threading.local()  # SQLite: one driver connection kept per thread (no pool round trip)
+        self._held: list[Any] = []
+        self._held_lock = threading.Lock()
 
     @classmethod
     def open(cls, url: str | None = None, *, auto_migrate: bool = True, clock: Clock = _now_ms) -> SessionStore:
@@ -111,7 +115,25 @@ class SessionStore:
         return cls(engine, url=redact(url), clock=clock)
 
     def close(self) -> None:
+        """Release the store's connections (the store opens new ones if it is used again)."""
+        self._local = threading.local()
+        with self._held_lock:
+            held, self._held = self._held, []
+        for pooled in held:
+            try:
+                pooled.close()
+            except Exception:  # noqa: BLE001  closing what another thread held: best effort
+                pass
         self.engine.dispose()
+
+    def _driver_connection(self) -> Any:
+        pooled = getattr(self._local, "pooled", None)
+        if pooled is None:
+            pooled = self.engine.raw_connection()
+            self._local.pooled = pooled
+            with self._held_lock:
+                self._held.append(pooled)
+        return pooled.driver_connection
 
     def __enter__(self) -> SessionStore:
         return self
@@ -133,19 +155,15 @@ class SessionStore:
             return
         with translate_errors():
             if self._fast is not None:
-                pooled = self.engine.raw_connection()
+                dbapi = self._driver_connection()
+                dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
-                    dbapi = pooled.driver_connection
-                    dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                    try:
-                        yield dbapi
-                    except BaseException:
-                        if dbapi.in_transaction:
-                            dbapi.execute("ROLLBACK")
-                        raise
-                    dbapi.execute("COMMIT")
-                finally:
-                    pooled.close()
+                    yield dbapi
+                except BaseException:
+                    if dbapi.in_transaction:
+                        dbapi.execute("ROLLBACK")
+                    raise
+                dbapi.execute("COMMIT")
                 return
             options = WRITE if write else {}
             with self.engine.connect().execution_options(**options) as connection:
@@ -324,3 +342,21 @@ class SessionStore:
         from .db.compaction_ops import list_compactions
 
         return self._run(list_compactions(session_id), write=False)
+
+    def gc(self, before: int, *, dry_run: bool = False) -> GcResult:
+        """Drop the output text of parts pruned before ``before`` (epoch ms), keeping their tool state and token
+        counts, then VACUUM to give the space back (SQLite: outside any transaction; PostgreSQL: VACUUM
+        ANALYZE in autocommit). ``dry_run`` only counts. Not inside ``store.batch()``."""
+        from .db import gc_ops
+
+        if self._batch.get() is not None:
+            raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
+        if dry_run:
+            return self._run(gc_ops.drop_pruned_outputs(before, dry_run=True), write=False)
+        with translate_errors():
+            size_before = gc_ops.storage_bytes(self.engine)
+        dropped = self._run(gc_ops.drop_pruned_outputs(before, dry_run=False))
+        with translate_errors():
+            gc_ops.vacuum(self.engine)
+            size_after = gc_ops.storage_bytes(self.engine)
+        return dropped.model_copy(update={"vacuumed": True, "bytes_before": size_before, "bytes_after": size_after})

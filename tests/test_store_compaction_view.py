@@ -118,6 +118,7 @@ def test_prune_reads_no_output_text(store: SessionStore) -> None:
     spec = [Msg("user", text="go"), *[Msg("assistant", tools=[Tool("bash", output_bytes=20_000)]) for _ in range(20)], Msg("user"), Msg("user")]
     session_id = write_history(store, spec)
     statements: list[str] = []
+    store.close()  # drop pooled connections so the capture sees new ones
     with capture_sql(store.engine, statements):
         result = store.prune(session_id)
     assert result.pruned > 0 and statements

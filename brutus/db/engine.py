@@ -94,6 +94,7 @@ def engine_options(url: str, **kwargs: Any) -> tuple[URL, str, dict[str, Any]]:
             raise InvalidInput("brutus needs a SQLite file, not an in-memory database")
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         options["connect_args"] = {"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
+        options["max_overflow"] = -1  # the store keeps one connection per thread: never block on the pool
     elif backend == "postgresql":
         if parsed.get_driver_name() != "psycopg":
             raise InvalidInput(f"brutus talks to PostgreSQL through psycopg 3: use postgresql+psycopg://…, got {redact(url)}")
