@@ -18,6 +18,7 @@ from ..models import (
     Message,
     MessageTime,
     Part,
+    CacheTokens,
     Session,
     TokenCounts,
     ToolPart,
@@ -27,6 +28,7 @@ from ..models import (
 from ..tokens import estimate_json_tokens, estimate_tokens
 
 __all__ = [
+    "construct",
     "message_from_row",
     "part_data",
     "part_from_row",
@@ -41,6 +43,20 @@ __all__ = [
 _PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
 _OWN_FIELDS = {"id", "session_id", "message_id", "type"}
 _TOOL_FIELDS = _OWN_FIELDS | {"call_id", "tool", "state"}
+
+
+_set = object.__setattr__
+
+
+def construct(cls: Any, fields: dict[str, Any]) -> Any:
+    """A model from values already valid and complete (every field given): what ``model_construct`` does,
+    minus its per-field default handling. Rows read back are trusted; this is the load path's hot spot."""
+    obj = cls.__new__(cls)
+    _set(obj, "__dict__", fields)
+    _set(obj, "__pydantic_fields_set__", set(fields))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
 
 
 def text_in(value: str | None) -> str | None:
@@ -113,54 +129,65 @@ def session_from_row(row: Any) -> Session:
 
 
 def message_from_row(row: Any) -> Message:
-    return Message.model_construct(
-        id=row.id,
-        session_id=row.session_id,
-        seq=row.seq,
-        role=row.role,
-        parent_id=row.parent_id,
-        summary=bool(row.summary),
-        synthetic=bool(row.synthetic),
-        finish=text_out(row.finish),
-        error=row.error,
-        tokens=TokenCounts.model_validate(
-            {
-                "input": row.tokens_input,
-                "output": row.tokens_output,
-                "reasoning": row.tokens_reasoning,
-                "cache": {"read": row.tokens_cache_read, "write": row.tokens_cache_write},
-            }
-        ),
-        cost=float(row.cost),
-        agent=text_out(row.agent),
-        mode=text_out(row.mode),
-        model_id=text_out(row.model_id),
-        provider_id=text_out(row.provider_id),
-        metadata=row.meta,
-        time=MessageTime(created=row.created_at, completed=row.completed_at),
+    tokens = construct(
+        TokenCounts,
+        {
+            "input": row.tokens_input,
+            "output": row.tokens_output,
+            "reasoning": row.tokens_reasoning,
+            "cache": construct(CacheTokens, {"read": row.tokens_cache_read, "write": row.tokens_cache_write}),
+        },
+    )
+    return construct(
+        Message,
+        {
+            "id": row.id,
+            "session_id": row.session_id,
+            "seq": row.seq,
+            "role": row.role,
+            "parent_id": row.parent_id,
+            "summary": bool(row.summary),
+            "synthetic": bool(row.synthetic),
+            "finish": text_out(row.finish),
+            "error": row.error,
+            "tokens": tokens,
+            "cost": float(row.cost),
+            "agent": text_out(row.agent),
+            "mode": text_out(row.mode),
+            "model_id": text_out(row.model_id),
+            "provider_id": text_out(row.provider_id),
+            "metadata": row.meta,
+            "time": construct(MessageTime, {"created": row.created_at, "completed": row.completed_at}),
+        },
     )
 
 
 def part_from_row(row: Any) -> Part:
     """A part from a ``parts`` row joined with its ``tool_states`` / ``tool_outputs`` columns."""
     if row.type == "tool":
-        state = ToolState.model_construct(
-            status=row.status,
-            input=row.input if row.input is not None else {},
-            output=text_out(row.output),
-            error=text_out(row.tool_error),
-            title=text_out(row.title),
-            metadata=row.tool_meta,
-            time=ToolTime(start=row.started_at, end=row.ended_at, compacted=row.compacted_at),
+        state = construct(
+            ToolState,
+            {
+                "status": row.status,
+                "input": row.input if row.input is not None else {},
+                "output": text_out(row.output),
+                "error": text_out(row.tool_error),
+                "title": text_out(row.title),
+                "metadata": row.tool_meta,
+                "time": construct(ToolTime, {"start": row.started_at, "end": row.ended_at, "compacted": row.compacted_at}),
+            },
         )
-        return ToolPart.model_construct(
-            id=row.id,
-            session_id=row.session_id,
-            message_id=row.message_id,
-            type="tool",
-            call_id=text_out(row.call_id),
-            tool=text_out(row.tool),
-            state=state,
+        return construct(
+            ToolPart,
+            {
+                "id": row.id,
+                "session_id": row.session_id,
+                "message_id": row.message_id,
+                "type": "tool",
+                "call_id": text_out(row.call_id),
+                "tool": text_out(row.tool),
+                "state": state,
+            },
         )
     data = dict(row.data or {})
     data.update(id=row.id, session_id=row.session_id, message_id=row.message_id, type=row.type)

@@ -22,6 +22,7 @@ from ..prune import PruneCandidate, plan_prune
 from ..toolstate import check_transition
 from ..tokens import estimate_json_tokens, estimate_tokens
 from .convert import (
+    construct,
     message_from_row,
     part_data,
     part_from_row,
@@ -437,7 +438,7 @@ def load_messages(session_id: Any, *, filtered: bool) -> Op:
     for row in part_rows:
         by_message[row.message_id].append(part_from_row(row))
     return [
-        MessageWithParts.model_construct(info=message_from_row(row), parts=by_message.get(row.id, []))
+        construct(MessageWithParts, {"info": message_from_row(row), "parts": by_message.get(row.id, [])})
         for row in message_rows
     ]
 
