@@ -1,0 +1,69 @@
+"""Tiered compaction (ADR-0041, DESIGN §4 "Tiers"): tool-call summaries, threshold summaries, goal batches.
+
+Three strategies, run in order by a ``StrategyManager``, write summary messages that each cover a range of
+the session (``metadata``: summarized, summary_type, turn_count, covers); the originals stay. ``tier_view``
+puts each summary where its range was, newest covering summary first, so a ``[GOAL BATCH]`` stands for the
+``[SUMMARIZED]`` blocks it took in. ``run_tiers`` runs them on a store, ``apply_tiers`` on a history in
+memory, and ``store_view`` reads the view the model should see.
+
+Modules: ``config`` (TierConfig), ``metadata`` (what a summary message carries), ``view`` (tier_view),
+``turns`` (turn detection), ``strategies`` (the three, pure), ``manager`` (the run), ``report``, ``run``
+(the store).
+"""
+
+from __future__ import annotations
+
+from .config import TierConfig
+from .manager import Append, NewSummary, StrategyManager, Summarize, apply_tiers, tier_flow
+from .metadata import TIER_KINDS, TierCovers, TierKind, TierMetadata, tier_metadata
+from .report import StrategyReport, TierRunReport
+from .run import run_tiers, store_view
+from .strategies import (
+    DEFAULT_STRATEGIES,
+    GoalBatchCompaction,
+    Selection,
+    Strategy,
+    ThresholdSummarization,
+    ToolCallSummarization,
+    goal_batch_selections,
+    threshold_selections,
+    tool_call_selections,
+)
+from .turns import Unit, is_goal_batch_block, is_summarized_block, is_tier_block, turn_units
+from .view import span_of, tier_view, view_tokens
+
+__all__ = [
+    "Append",
+    "DEFAULT_STRATEGIES",
+    "GoalBatchCompaction",
+    "NewSummary",
+    "Selection",
+    "Strategy",
+    "StrategyManager",
+    "StrategyReport",
+    "Summarize",
+    "TIER_KINDS",
+    "ThresholdSummarization",
+    "TierConfig",
+    "TierCovers",
+    "TierKind",
+    "TierMetadata",
+    "TierRunReport",
+    "ToolCallSummarization",
+    "Unit",
+    "apply_tiers",
+    "goal_batch_selections",
+    "is_goal_batch_block",
+    "is_summarized_block",
+    "is_tier_block",
+    "run_tiers",
+    "span_of",
+    "store_view",
+    "threshold_selections",
+    "tier_flow",
+    "tier_metadata",
+    "tier_view",
+    "tool_call_selections",
+    "turn_units",
+    "view_tokens",
+]

@@ -1,0 +1,255 @@
+"""``StrategyManager``: runs ToolCallSummarization, ThresholdSummarization and GoalBatchCompaction in order.
+
+Rules:
+
+- Each strategy sees the tier view left by the ones before it (ADR-0041: "each strategy leaves the context
+  in a state that benefits the next"); its selections are all made on that one view, then summarized one
+  summarizer call each, then written. A summary names its range by original ids, so writing one does not
+  move the others.
+- The run is a generator (``tier_flow``) over two actions, ``Summarize`` and ``Append``, so the same
+  decisions drive the store (``run_tiers``), an in-memory history (``apply_tiers``) or an async runner.
+  Nothing here does I/O.
+- Never crash: a summarizer failure falls back to the extractive summary, then to the truncation text (the
+  compaction's ``summarize_with_fallbacks``); a request larger than ``summarizer_context`` is shrunk first.
+  The text always starts with its tag: ``[SUMMARIZED]`` or ``[GOAL BATCH]``.
+- A summary message is an assistant message with ``summary`` false (it is no prefix-compaction boundary),
+  ``synthetic`` true (no new conversation: a compaction after it still counts as a repeat), agent
+  ``compaction``, mode its kind, the summarizer's model and cost, ``finish`` ``stop``, and the tier
+  metadata (``brutus.tiers.metadata``). The originals are never touched.
+- Each strategy that writes logs one line on ``brutus.tiers``: summaries, turns, tokens before and after.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidInput
+from ..ids import new_id
+from ..models import Message, MessageTime, MessageWithParts, TextPart
+from ..summarizers.base import Summary, SummaryRequest
+from ..summarizers.prompts import GOAL_BATCH_TAG, SUMMARIZED_TAG
+from .config import TierConfig
+from .metadata import TierCovers, TierKind, TierMetadata, tier_metadata
+from .report import StrategyReport, TierRunReport
+from .strategies import DEFAULT_STRATEGIES, Selection, Strategy
+from .view import span_of, tier_view, view_tokens
+
+__all__ = [
+    "Append",
+    "NewSummary",
+    "StrategyManager",
+    "Summarize",
+    "TierFlow",
+    "apply_tiers",
+    "tier_flow",
+]
+
+log = logging.getLogger("brutus.tiers")
+
+TIER_AGENT = "compaction"
+
+
+@dataclass(frozen=True)
+class NewSummary:
+    """A tier summary to write: its text, metadata and who wrote it."""
+
+    kind: TierKind
+    text: str
+    metadata: TierMetadata
+    parent_id: str | None
+    model: str
+    cost: float = 0.0
+
+    def message_fields(self) -> dict[str, Any]:
+        """The ``append_message`` fields of the summary message (its text goes in one text part)."""
+        return dict(
+            parent_id=self.parent_id,
+            agent=TIER_AGENT,
+            mode=self.kind,
+            model_id=self.model,
+            synthetic=True,
+            metadata=self.metadata.dump(),
+            finish="stop",
+            cost=self.cost,
+        )
+
+
+@dataclass(frozen=True)
+class Summarize:
+    request: SummaryRequest
+
+
+@dataclass(frozen=True)
+class Append:
+    summary: NewSummary
+
+
+TierFlow = Generator[Summarize | Append, Any, TierRunReport]
+
+
+def _tagged(kind: TierKind, text: str) -> str:
+    tag = GOAL_BATCH_TAG if kind == "goal_batch" else SUMMARIZED_TAG
+    text = text.strip()
+    return text if text.startswith(tag) else f"{tag}\n{text}"
+
+
+def _covered_messages(covered: Sequence[MessageWithParts]) -> int:
+    total = 0
+    for message in covered:
+        metadata = tier_metadata(message)
+        total += metadata.covered_messages if metadata is not None else 1
+    return total
+
+
+def _new_summary(selection: Selection, covered: list[MessageWithParts], summary: Summary, fallback: str | None) -> NewSummary:
+    first, last = span_of(covered[0]), span_of(covered[-1])
+    metadata = TierMetadata(
+        summary_type=selection.kind,
+        turn_count=selection.turn_count,
+        covers=TierCovers(from_id=first.from_id, from_seq=first.from_seq, to_id=last.to_id, to_seq=last.to_seq),
+        covered_messages=_covered_messages(covered),
+        covered_tokens=view_tokens(covered),
+        usage=summary.tokens,
+        model=summary.model,
+        fallback=fallback,
+    )
+    return NewSummary(selection.kind, _tagged(selection.kind, summary.text), metadata, selection.parent_id, summary.model, summary.cost)
+
+
+def tier_flow(
+    history: Sequence[MessageWithParts],
+    *,
+    config: TierConfig,
+    strategies: Sequence[Strategy] = DEFAULT_STRATEGIES,
+    session_id: str | None = None,
+) -> TierFlow:
+    """One run of ``strategies`` in order over ``history`` (filtered, with its tier summaries): yields
+    ``Summarize`` (send back ``(Summary, fallback)``) and ``Append`` (send back the stored message)."""
+    from ..summarizers.shrink import shrink_request
+
+    history = list(history)
+    view = tier_view(history)
+    report = TierRunReport(session_id=session_id)
+    report.tokens_before = report.tokens_after = view_tokens(view)
+    for strategy in strategies:
+        step = StrategyReport(kind=strategy.kind, tokens_before=report.tokens_after, tokens_after=report.tokens_after)
+        report.strategies.append(step)
+        if not strategy.should_run(view, config):
+            continue
+        step.ran = True
+        for selection in strategy.select(view, config):
+            covered = selection.messages(view)
+            budget = config.goal_batch_max_tokens if selection.kind == "goal_batch" else config.summary_max_tokens
+            request = SummaryRequest(history=covered, kind=selection.kind, max_tokens=budget)
+            summary, fallback = yield Summarize(shrink_request(request, config.summarizer_context))
+            new = _new_summary(selection, covered, summary, fallback)
+            stored: MessageWithParts = yield Append(new)
+            history.append(stored)
+            step.summaries += 1
+            step.turns += selection.turns_taken
+            step.messages += new.metadata.covered_messages
+            step.fallbacks += fallback is not None
+            step.summary_ids.append(stored.info.id)
+        if step.summaries:
+            view = tier_view(history)
+            step.tokens_after = report.tokens_after = view_tokens(view)
+            log.info(
+                "tiers %s: %s wrote %d summar%s over %d turns (%d messages), view %d -> %d tokens (saved %d)",
+                session_id or "(in memory)", strategy.kind, step.summaries, "y" if step.summaries == 1 else "ies",
+                step.turns, step.messages, step.tokens_before, step.tokens_after, step.tokens_saved,
+            )
+    return report
+
+
+def drive(
+    flow: TierFlow,
+    summarize: Callable[[SummaryRequest], tuple[Summary, str | None]],
+    append: Callable[[NewSummary], MessageWithParts],
+) -> TierRunReport:
+    """Run a ``tier_flow`` to its end with a summarize and an append function (synchronously)."""
+    try:
+        action = next(flow)
+        while True:
+            outcome = summarize(action.request) if isinstance(action, Summarize) else append(action.summary)
+            action = flow.send(outcome)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _with_fallbacks(summarizer: Any) -> Callable[[SummaryRequest], tuple[Summary, str | None]]:
+    from ..compaction.plan import summarize_with_fallbacks
+
+    return lambda request: summarize_with_fallbacks(summarizer, request)
+
+
+class StrategyManager:
+    """Runs the tier strategies in ADR-0041's order (or the ones given) with one ``TierConfig``."""
+
+    def __init__(self, config: TierConfig | None = None, strategies: Sequence[Strategy] = DEFAULT_STRATEGIES) -> None:
+        if config is not None and not isinstance(config, TierConfig):
+            raise InvalidInput(f"config must be a TierConfig, got {type(config).__name__}")
+        self.config = config or TierConfig()
+        self.strategies = tuple(strategies)
+
+    def __repr__(self) -> str:
+        return f"StrategyManager(strategies={list(self.strategies)!r})"
+
+    def flow(self, history: Sequence[MessageWithParts], *, session_id: str | None = None) -> TierFlow:
+        return tier_flow(history, config=self.config, strategies=self.strategies, session_id=session_id)
+
+    def run(
+        self,
+        history: Sequence[MessageWithParts],
+        summarizer: Any,
+        append: Callable[[NewSummary], MessageWithParts],
+        *,
+        session_id: str | None = None,
+    ) -> TierRunReport:
+        """One run: summaries from ``summarizer`` (with fallbacks), each written by ``append``."""
+        return drive(self.flow(history, session_id=session_id), _with_fallbacks(summarizer), append)
+
+
+def _memory_message(new: NewSummary, session_id: str, seq: int, now: int) -> MessageWithParts:
+    message_id = new_id("message", now)
+    fields = new.message_fields()
+    info = Message(
+        id=message_id,
+        session_id=session_id,
+        seq=seq,
+        role="assistant",
+        time=MessageTime(created=now, completed=now),
+        **fields,
+    )
+    part = TextPart(id=new_id("part", now), session_id=session_id, message_id=message_id, text=new.text)
+    return MessageWithParts(info=info, parts=[part])
+
+
+def apply_tiers(
+    history: Sequence[MessageWithParts],
+    summarizer: Any = None,
+    config: TierConfig | None = None,
+    *,
+    strategies: Sequence[Strategy] = DEFAULT_STRATEGIES,
+    clock: Callable[[], int] | None = None,
+) -> tuple[list[MessageWithParts], TierRunReport]:
+    """One run over an in-memory history, no database: the history with the new summaries appended (the
+    input list is not changed) and the report. The summarizer defaults as ``store.compact``'s does."""
+    from ..summarizers.default import default_summarizer
+
+    summarizer = summarizer or default_summarizer()
+    clock = clock or (lambda: int(time.time() * 1000))
+    result = list(history)
+    session_id = result[0].info.session_id if result else "ses_memory"
+
+    def append(new: NewSummary) -> MessageWithParts:
+        seq = max((m.info.seq for m in result), default=0) + 1
+        message = _memory_message(new, session_id, seq, clock())
+        result.append(message)
+        return message
+
+    report = StrategyManager(config, strategies).run(history, summarizer, append, session_id=None)
+    return result, report

@@ -1,0 +1,224 @@
+"""The three strategies of ADR-0041, as pure functions over a tier view: what each would summarize now.
+
+Rules (ages and windows count view messages; a *raw* assistant message is one that is neither a prefix
+summary nor a tier block; a range is always whole messages, so a tool call never leaves its result):
+
+1. ``ToolCallSummarization``: runs of consecutive raw assistant messages that each hold a tool call, every
+   call finished (completed or error), all older than the newest ``tool_call_recent_messages``; a run is
+   taken when its estimate is at least ``tool_call_min_tokens``. Each run becomes one ``[SUMMARIZED]`` block.
+2. ``ThresholdSummarization``: when the view's estimate is above ``threshold_tokens``, every run of raw
+   assistant messages older than the newest ``threshold_recent_messages`` becomes one ``[SUMMARIZED]``
+   block. User messages and existing summaries are never touched.
+3. ``GoalBatchCompaction``: units (``turn_units``) that are eligible — old, complete, no barrier — and sit
+   side by side form runs; a run of at least ``min_turns_to_compact`` gives a batch of its oldest units, at
+   most ``max_turns_per_batch``, and what is left of it may give more (each of at least the minimum), up to
+   ``max_batches_per_run`` batches, oldest first. Turns batch with turns; ``[GOAL BATCH]`` blocks batch with
+   blocks (a goal batch of goal batches: without it the blocks themselves would grow a floor of one block
+   per six turns). Stragglers — fewer than the minimum of eligible turns followed by an eligible goal
+   batch — can never be joined by a newer turn, so they are folded into that block whatever their number.
+   Deviation from the ADR, which counts eligible turns wherever they are: the turns of a batch must sit
+   side by side, since one message takes their place, so ``should_run`` asks for such a run.
+
+Each strategy's ``should_run(view, config)`` is whether ``select(view, config)`` finds anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..models import MessageWithParts, ToolPart
+from .config import TierConfig
+from .metadata import TierKind
+from .turns import Unit, is_tier_block, turn_units
+from .view import view_tokens
+
+__all__ = [
+    "DEFAULT_STRATEGIES",
+    "GoalBatchCompaction",
+    "Selection",
+    "Strategy",
+    "ThresholdSummarization",
+    "ToolCallSummarization",
+    "goal_batch_selections",
+    "is_raw_assistant",
+    "is_tool_step",
+    "threshold_selections",
+    "tool_call_selections",
+]
+
+_FINISHED = ("completed", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """One summary to write: ``view[start:end + 1]`` becomes one block of ``kind``."""
+
+    kind: TierKind
+    start: int
+    end: int
+    turn_count: int  # the user turns the block will stand for
+    parent_id: str | None = None  # the user message of the turn a [SUMMARIZED] block sits in
+    new_turns: int | None = None  # user turns taken into a block for the first time (None: turn_count)
+
+    @property
+    def turns_taken(self) -> int:
+        return self.turn_count if self.new_turns is None else self.new_turns
+
+    def messages(self, view: Sequence[MessageWithParts]) -> list[MessageWithParts]:
+        return list(view[self.start : self.end + 1])
+
+
+def is_raw_assistant(message: MessageWithParts) -> bool:
+    """An assistant message that is neither a prefix summary nor a tier block."""
+    return message.info.role == "assistant" and not message.info.summary and not is_tier_block(message)
+
+
+def is_tool_step(message: MessageWithParts) -> bool:
+    """A raw assistant message with at least one tool call, every one of them finished."""
+    tools = [part for part in message.parts if isinstance(part, ToolPart)]
+    return is_raw_assistant(message) and bool(tools) and all(t.state.status in _FINISHED for t in tools)
+
+
+def _runs(
+    view: Sequence[MessageWithParts], limit: int, keep: Callable[[MessageWithParts], bool]
+) -> list[tuple[int, int]]:
+    """Maximal runs ``(start, end)`` of messages ``keep`` accepts, among ``view[:limit]``."""
+    runs: list[tuple[int, int]] = []
+    start: int | None = None
+    for index in range(max(0, min(limit, len(view)))):
+        if keep(view[index]):
+            start = index if start is None else start
+            continue
+        if start is not None:
+            runs.append((start, index - 1))
+            start = None
+    if start is not None:
+        runs.append((start, min(limit, len(view)) - 1))
+    return runs
+
+
+def _block(kind: TierKind, view: Sequence[MessageWithParts], start: int, end: int) -> Selection:
+    """A ``[SUMMARIZED]`` selection, with the user message of the turn it sits in (if any)."""
+    for index in range(start - 1, -1, -1):
+        info = view[index].info
+        if info.role == "user":
+            return Selection(kind, start, end, 1, info.id)
+    return Selection(kind, start, end, 0, None)
+
+
+def tool_call_selections(view: Sequence[MessageWithParts], config: TierConfig) -> list[Selection]:
+    """Strategy 1: old runs of finished tool calls worth summarizing."""
+    limit = len(view) - config.tool_call_recent_messages
+    return [
+        _block("tool_call", view, start, end)
+        for start, end in _runs(view, limit, is_tool_step)
+        if view_tokens(view[start : end + 1]) >= config.tool_call_min_tokens
+    ]
+
+
+def threshold_selections(view: Sequence[MessageWithParts], config: TierConfig) -> list[Selection]:
+    """Strategy 2: above the threshold, every old run of raw assistant messages."""
+    if view_tokens(view) <= config.threshold_tokens:
+        return []
+    limit = len(view) - config.threshold_recent_messages
+    return [_block("threshold", view, start, end) for start, end in _runs(view, limit, is_raw_assistant)]
+
+
+def _batch(units: Sequence[Unit]) -> Selection:
+    return Selection(
+        "goal_batch",
+        units[0].start,
+        units[-1].end,
+        sum(u.turn_count for u in units),
+        new_turns=sum(u.turn_count for u in units if u.kind == "turn"),
+    )
+
+
+def _batches(run: Sequence[Unit], config: TierConfig) -> list[Selection]:
+    chunks = [run[first : first + config.max_turns_per_batch] for first in range(0, len(run), config.max_turns_per_batch)]
+    return [_batch(chunk) for chunk in chunks if len(chunk) >= config.min_turns_to_compact]
+
+
+def goal_batch_selections(view: Sequence[MessageWithParts], config: TierConfig) -> list[Selection]:
+    """Strategy 3: the oldest batches of eligible units sitting side by side."""
+    units = turn_units(view)
+    eligible = [unit.eligible(config, last=number == len(units) - 1) for number, unit in enumerate(units)]
+    found: list[Selection] = []
+    first = 0
+    while first < len(units):
+        if not eligible[first]:
+            first += 1
+            continue
+        last = first
+        while last + 1 < len(units) and eligible[last + 1] and units[last + 1].kind == units[first].kind:
+            last += 1
+        run = units[first : last + 1]
+        after = last + 1
+        if (
+            units[first].kind == "turn"
+            and len(run) < config.min_turns_to_compact
+            and after < len(units)
+            and eligible[after]
+            and units[after].kind == "batch"
+        ):
+            found.append(_batch([*run, units[after]]))  # stragglers: no turn can join them any more
+            first = after + 1
+            continue
+        found += _batches(run, config)
+        first = after
+    return found[: config.max_batches_per_run]
+
+
+# -- the strategy objects the manager runs ------------------------------------------------------------
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """One tier: what kind of block it writes, whether it has work, and what that work is."""
+
+    kind: TierKind
+
+    def should_run(self, view: Sequence[MessageWithParts], config: TierConfig) -> bool: ...
+
+    def select(self, view: Sequence[MessageWithParts], config: TierConfig) -> list[Selection]: ...
+
+
+class ToolCallSummarization:
+    """Tier 1: old runs of raw tool calls → ``[SUMMARIZED]``."""
+
+    kind: TierKind = "tool_call"
+
+    def should_run(self, view: Sequence[MessageWithParts], config: TierConfig) -> bool:
+        return bool(tool_call_selections(view, config))
+
+    def select(self, view: Sequence[MessageWithParts], config: TierConfig) -> list[Selection]:
+        return tool_call_selections(view, config)
+
+
+class ThresholdSummarization:
+    """Tier 2: old assistant blocks → ``[SUMMARIZED]`` once the view is above the token threshold."""
+
+    kind: TierKind = "threshold"
+
+    def should_run(self, view: Sequence[MessageWithParts], config: TierConfig) -> bool:
+        return bool(threshold_selections(view, config))
+
+    def select(self, view: Sequence[MessageWithParts], config: TierConfig) -> list[Selection]:
+        return threshold_selections(view, config)
+
+
+class GoalBatchCompaction:
+    """Tier 3: old complete turns → ``[GOAL BATCH]``, proactively, on age and count."""
+
+    kind: TierKind = "goal_batch"
+
+    def should_run(self, view: Sequence[MessageWithParts], config: TierConfig) -> bool:
+        return bool(goal_batch_selections(view, config))
+
+    def select(self, view: Sequence[MessageWithParts], config: TierConfig) -> list[Selection]:
+        return goal_batch_selections(view, config)
+
+
+DEFAULT_STRATEGIES: tuple[Strategy, ...] = (ToolCallSummarization(), ThresholdSummarization(), GoalBatchCompaction())
