@@ -360,3 +360,10 @@ class SessionStore:
             gc_ops.vacuum(self.engine)
             size_after = gc_ops.storage_bytes(self.engine)
         return dropped.model_copy(update={"vacuumed": True, "bytes_before": size_before, "bytes_after": size_after})
+
+    def run_tiers(self, session_id: str, summarizer: Any = None, config: Any = None) -> Any:
+        """Run the tiered compaction once (ADR-0041: tool-call summaries, threshold summaries, goal batches),
+        writing summary messages that cover ranges of the session; see ``brutus.tiers.run_tiers``."""
+        from .tiers import run_tiers
+
+        return run_tiers(self, session_id, summarizer, config)
