@@ -5,7 +5,8 @@
     BrutusError
     ├── NotFound                 an id names no session, message or part
     ├── InvalidInput             a value brutus cannot store or does not accept (nothing was written)
-    │   └── InvalidTransition    a tool state change the state machine forbids
+    │   ├── InvalidTransition    a tool state change the state machine forbids
+    │   └── ImportFormatError    a file to import is malformed or in no format brutus reads (nothing was written)
     ├── SchemaOutOfDate          the database is behind the code's migrations (run `brutus db upgrade`)
     ├── DatabaseError            the database refused or failed (wraps the SQLAlchemy/driver error)
     │   └── DatabaseBusy         a lock could not be had within the busy timeout
@@ -26,6 +27,7 @@ __all__ = [
     "CompactionStalled",
     "DatabaseBusy",
     "DatabaseError",
+    "ImportFormatError",
     "InvalidInput",
     "InvalidTransition",
     "NotFound",
@@ -59,6 +61,11 @@ class InvalidTransition(InvalidInput):
         self.current = current
         self.requested = requested
         super().__init__(f"tool part {part_id}: cannot go from {current!r} to {requested!r}")
+
+
+class ImportFormatError(InvalidInput):
+    """A file to import is empty, binary, truncated, or neither an OpenCode export nor a Claude Code session;
+    nothing was written. The message names the file and, where it can, the line or the entry at fault."""
 
 
 class SchemaOutOfDate(BrutusError):

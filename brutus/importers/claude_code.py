@@ -1,0 +1,135 @@
+"""Claude Code session JSONL → a brutus session (and one child session per sub-agent sidechain).
+
+Rules:
+
+- One file is one session, id ``ses_<sessionId>``. Lines are taken in file order (the ``uuid`` /
+  ``parentUuid`` chain of each line is kept in its message's ``metadata["claude_code"]``). Message and part
+  ids are derived from the line uuids and tool call ids, prefixed with the session's first 8 characters, so
+  they are stable across imports and do not clash with a resumed session that copied the same lines.
+- A user line becomes a user message with its text (and image → file) blocks; ``isMeta`` lines are
+  ``synthetic``. Its ``tool_result`` blocks are not a message: each completes the tool part of the
+  ``tool_use`` it names (``is_error`` → an ``error`` state), with the line's ``toolUseResult`` as the
+  state's ``metadata["claude_code"]``. A ``tool_use`` no result answers stays ``running``.
+- Assistant lines that share ``message.id`` are one message: their blocks become parts in order (text →
+  text, thinking → reasoning with its signature, tool_use → tool) and the usage is counted once, from the
+  last line (each streamed line repeats the input and cache counts; output_tokens grows). ``finish`` comes
+  from ``stop_reason`` (end_turn → stop, tool_use → tool-calls, max_tokens → length); when no line has one,
+  it is tool-calls if the message called tools, else stop. An assistant message's parent is the last user
+  message before it.
+- A compaction (an ``isCompactSummary`` user line, after a ``compact_boundary`` system line when there is
+  one) becomes a user message holding a ``compaction`` part and an assistant summary message (summary,
+  finish "stop", mode and agent "compaction", its parent that user message, the summary as text), so that
+  ``filter_compacted`` starts there. The part is ``auto`` unless the boundary's trigger says "manual" or a
+  ``/compact`` command follows the summary.
+- ``isSidechain`` lines (a Task sub-agent) go into a child session per sidechain root, parent the main
+  session, titled by the Task call whose prompt opened it.
+- Other system lines (e.g. "Claude Opus 4 limit reached") are kept as ``notices`` in the metadata of the
+  message before them; ``summary`` lines only name the session when their ``leafUuid`` is in the file; other
+  line types (snapshots, queue operations) are not conversation and are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ImportFormatError
+from .claude_code_builder import NAMESPACE, SessionBuilder, ToolResult, blocks, derived_id
+from .fields import JSON
+from .plan import ImportedSession
+
+__all__ = ["NAMESPACE", "plan_claude_code"]
+
+_CONVERSATION = ("user", "assistant", "system")
+
+Entry = tuple[int, JSON]
+
+
+def plan_claude_code(entries: list[Entry], *, name: str) -> list[ImportedSession]:
+    """The main session and its sidechain children described by a file's numbered lines."""
+    conversation = [(n, e) for n, e in entries if e.get("type") in _CONVERSATION]
+    if not conversation:
+        return []
+    session_uuid = next((e["sessionId"] for _, e in conversation if isinstance(e.get("sessionId"), str)), None)
+    if session_uuid is None:
+        raise ImportFormatError(f"{name}: no line names its sessionId")
+    main_id = derived_id("ses", session_uuid)
+    tag = re.sub(r"[^A-Za-z0-9]", "", session_uuid)[:8] or "cc"
+    results = _tool_results(conversation)
+    groups = _by_chain(conversation)
+    uuids = {e.get("uuid") for _, e in conversation}
+    summaries = {e.get("leafUuid"): e.get("summary") for _, e in entries if e.get("type") == "summary"}
+    title = next((t for leaf, t in summaries.items() if leaf in uuids and isinstance(t, str)), None)
+    tasks = _task_calls(conversation)
+    sessions: list[ImportedSession] = []
+    for root, lines in groups.items():
+        builder = SessionBuilder(name=name, tag=tag, results=results)
+        for number, entry in lines:
+            builder.add(number, entry)
+        session_id = main_id if root is None else derived_id("ses", session_uuid, root[:8])
+        cwd = (lines or conversation)[0][1].get("cwd")
+        sessions.append(
+            ImportedSession(
+                id=session_id,
+                title=(title if root is None else tasks.get(builder.first_prompt or "")) or builder.title(),
+                directory=cwd if isinstance(cwd, str) else None,
+                parent_id=None if root is None else main_id,
+                history=builder.history(session_id=session_id),
+            )
+        )
+    return sessions
+
+
+# -- the file as a whole ---------------------------------------------------------------------------------
+
+
+def _tool_results(conversation: list[Entry]) -> dict[str, ToolResult]:
+    """Every tool_result block by the tool_use id it answers (the first one, if a call got two)."""
+    found: dict[str, ToolResult] = {}
+    for number, entry in conversation:
+        if entry.get("type") != "user":
+            continue
+        for block in blocks(entry):
+            if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                found.setdefault(block["tool_use_id"], ToolResult(block, entry, number))
+    return found
+
+
+def _by_chain(conversation: list[Entry]) -> dict[str | None, list[Entry]]:
+    """Lines grouped by session: ``None`` for the main chain, a sidechain's root uuid for each sub-agent."""
+    sidechain = {e.get("uuid"): e for _, e in conversation if e.get("isSidechain")}
+    roots: dict[str, str] = {}
+
+    def root_of(uuid: str) -> str:
+        seen = []
+        current = uuid
+        while current not in roots:
+            seen.append(current)
+            parent = sidechain[current].get("parentUuid")
+            if parent not in sidechain or parent in seen:
+                roots[current] = current
+                break
+            current = parent
+        for item in seen:
+            roots[item] = roots[current]
+        return roots[uuid]
+
+    groups: dict[str | None, list[Entry]] = {None: []}
+    for number, entry in conversation:
+        key = root_of(entry["uuid"]) if entry.get("isSidechain") and isinstance(entry.get("uuid"), str) else None
+        groups.setdefault(key, []).append((number, entry))
+    return groups
+
+
+def _task_calls(conversation: list[Entry]) -> dict[str, str]:
+    """Task tool calls: their prompt → their description (the title of the sidechain they started)."""
+    found: dict[str, str] = {}
+    for _, entry in conversation:
+        if entry.get("type") != "assistant":
+            continue
+        for block in blocks(entry):
+            tool_input = block.get("input")
+            if block.get("type") == "tool_use" and isinstance(tool_input, dict):
+                prompt, description = tool_input.get("prompt"), tool_input.get("description")
+                if isinstance(prompt, str) and isinstance(description, str):
+                    found[prompt] = description
+    return found
