@@ -56,6 +56,8 @@ from . import db_commands, session_commands  # noqa: E402  (commands register th
 
 db_commands.register(cli)
 session_commands.register(cli)
+from . import io_commands  # noqa: E402
+io_commands.register(cli)
 
 
 def main(argv: list[str] | None = None) -> int:

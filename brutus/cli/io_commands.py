@@ -1,0 +1,102 @@
+"""``brutus import FILE...`` and ``brutus export SESSION``: sessions in from recorded files, out as OpenCode JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .app import db_option, json_option, open_store, print_json
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(import_)
+    cli.add_command(export)
+
+
+@click.command("import")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...", type=click.Path(dir_okay=False, path_type=Path))
+@db_option
+@json_option
+def import_(files: tuple[Path, ...], db: str | None, as_json: bool) -> None:
+    """Import sessions from OpenCode export JSON or Claude Code JSONL files (the format is told from the
+    content) and print the new session ids.
+
+    All files go in one transaction: if one is malformed, nothing is imported. A session already in the
+    store is skipped, so importing a file twice does not duplicate it."""
+    from ..importers import import_documents, read_document
+
+    documents = [read_document(path) for path in files]  # every file checked before the database is opened
+    store = open_store(db)
+    try:
+        reports = _with_progress(store, documents, import_documents)
+    finally:
+        store.close()
+    if as_json:
+        print_json(
+            {
+                "created": [i for r in reports for i in r.created],
+                "skipped": [i for r in reports for i in r.skipped],
+                "files": [
+                    {"path": r.path, "format": r.format, "created": r.created, "skipped": r.skipped, "messages": r.messages}
+                    for r in reports
+                ],
+            }
+        )
+    else:
+        _print_reports(reports)
+
+
+def _with_progress(store: Any, documents: list[Any], import_documents: Any) -> list[Any]:
+    """Import with a progress bar on stderr when there are several files and stderr is a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    console = Console(stderr=True)
+    if len(documents) < 2 or not console.is_terminal:
+        return import_documents(store, documents)
+    columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"))
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("", total=len(documents))
+        advance = lambda report: progress.update(task, advance=1, description=Path(report.path).name)  # noqa: E731
+        return import_documents(store, documents, progress=advance)
+
+
+def _print_reports(reports: list[Any]) -> None:
+    """One line per session, its id first (a table would not fit the long ids and file names)."""
+    for report in reports:
+        source = f"{Path(report.path).name}, {report.format}"
+        if report.created:
+            sessions = f" in {len(report.created)} sessions" if len(report.created) > 1 else ""
+            click.echo(f"{report.created[0]}  imported ({report.messages} messages{sessions} from {source})")
+            for child in report.created[1:]:
+                click.echo(f"{child}  imported (sub-agent session of {report.created[0]})")
+        for skipped in report.skipped:
+            click.echo(f"{skipped}  already imported, skipped ({source})")
+        if not report.created and not report.skipped:
+            click.echo(f"-  nothing to import: no conversation in {source}")
+
+
+@click.command()
+@click.argument("session_id", metavar="SESSION")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of standard output.")
+@db_option
+def export(session_id: str, output: Path | None, db: str | None) -> None:
+    """Export a session's whole history as OpenCode export JSON (`brutus import` reads it back)."""
+    from ..exporters import dumps, export_opencode
+
+    store = open_store(db)
+    try:
+        exported = export_opencode(store, session_id)
+    finally:
+        store.close()
+    data = dumps(exported).encode("utf-8")
+    if output is None:
+        click.get_binary_stream("stdout").write(data)
+        return
+    try:
+        output.write_bytes(data)
+    except OSError as exc:
+        raise click.FileError(str(output), hint=exc.strerror or str(exc)) from None
+    click.echo(f"exported {session_id} ({len(exported['messages'])} messages) to {output}")
