@@ -1,0 +1,74 @@
+"""Test-only: the shared corpus files, row counts, and databases holding the whole imported corpus.
+
+Importing the corpus takes seconds, so ``corpus_database`` builds one database per backend per test run and
+the import and export tests share it (read only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+
+from brutus.importers import ImportReport, import_files
+from brutus.store import SessionStore
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+if not CORPUS.is_dir():  # the repository may sit elsewhere than beside ``shared``
+    CORPUS = Path("/work/shared/corpus")
+
+OPENCODE = sorted((CORPUS / "opencode").glob("*.json"))
+CLAUDE_CODE = sorted((CORPUS / "claude-code").glob("*.jsonl"))
+ALL_FILES = OPENCODE + CLAUDE_CODE
+TABLES = ("sessions", "messages", "parts", "tool_states", "tool_outputs", "compactions")
+
+
+def opencode_file(slug: str) -> Path:
+    return next(p for p in OPENCODE if f"__{slug}__" in p.name)
+
+
+def claude_code_file(prefix: str) -> Path:
+    return next(p for p in CLAUDE_CODE if p.name.startswith(prefix))
+
+
+def row_counts(store: SessionStore) -> dict[str, int]:
+    with store.engine.connect() as conn:
+        return {table: conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one() for table in TABLES}
+
+
+def dumps(history: list[Any]) -> list[dict[str, Any]]:
+    return [entry.model_dump(mode="json") for entry in history]
+
+
+def fresh_url(backend: str, tmp_path_factory: Any, pg_server: Any) -> str:
+    """A new, migrated database on ``backend``."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('corpus') / 'brutus.db'}"
+    else:
+        url = pg_server.new_database()
+    SessionStore.open(url).close()
+    return url
+
+
+@dataclass(frozen=True)
+class CorpusDatabase:
+    url: str
+    reports: list[ImportReport]
+
+    def open(self) -> SessionStore:
+        return SessionStore.open(self.url)
+
+
+_BUILT: dict[str, CorpusDatabase] = {}
+
+
+def corpus_database(backend: str, tmp_path_factory: Any, pg_server: Any) -> CorpusDatabase:
+    """Every corpus file imported (one ``import_files`` call) into a database of its own on ``backend``."""
+    if backend not in _BUILT:
+        url = fresh_url(backend, tmp_path_factory, pg_server)
+        with SessionStore.open(url) as store:
+            reports = import_files(store, ALL_FILES)
+        _BUILT[backend] = CorpusDatabase(url, reports)
+    return _BUILT[backend]

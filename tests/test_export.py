@@ -1,0 +1,153 @@
+"""Exporting as OpenCode JSON: an imported OpenCode file comes back as it was, and export → import into another
+database gives the same messages, parts and tool states, for the whole corpus and for a session written
+through the API with every part type (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from brutus import SessionStore
+from brutus.exporters import dumps as export_text
+from brutus.exporters import export_opencode
+from brutus.importers import import_file
+
+from import_helpers import OPENCODE, corpus_database, dumps, fresh_url
+
+NASTY = "nul \x00, lone surrogate \ud800, ansi \x1b[31mred\x1b[0m, crlf\r\n, private \ue000, emoji 🤖"
+
+
+@pytest.fixture
+def corpus(backend: str, tmp_path_factory, pg_server):
+    """The whole corpus imported once per backend per run (shared: read only)."""
+    return corpus_database(backend, tmp_path_factory, pg_server)
+
+
+@pytest.fixture
+def other_url(backend: str, tmp_path_factory, pg_server) -> str:
+    """A second, empty database on the same backend, to import exports into."""
+    return fresh_url(backend, tmp_path_factory, pg_server)
+
+
+def write_export(store: SessionStore, session_id: str, path: Path) -> Path:
+    path.write_text(export_text(export_opencode(store, session_id)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.slow
+def test_an_imported_opencode_file_exports_back_exactly(corpus) -> None:
+    with corpus.open() as store:
+        for path in OPENCODE:
+            original = json.loads(path.read_text(encoding="utf-8"))
+            assert export_opencode(store, original["info"]["id"]) == original, path.name
+
+
+@pytest.mark.slow
+def test_every_corpus_session_round_trips(corpus, other_url: str, tmp_path: Path) -> None:
+    with corpus.open() as source, SessionStore.open(other_url) as target:
+        sessions = sorted(source.list_sessions(), key=lambda s: (s.parent_id is not None, s.id))  # parents first
+        assert len(sessions) == 22
+        for session in sessions:
+            exported = export_opencode(source, session.id)
+            assert import_file(target, write_export(source, session.id, tmp_path / "s.json")) == [session.id]
+            assert dumps(target.messages(session.id)) == dumps(source.messages(session.id)), session.id
+            assert dumps(target.filter_compacted(session.id)) == dumps(source.filter_compacted(session.id))
+            copy = target.get_session(session.id)
+            assert (copy.title, copy.directory, copy.parent_id) == (session.title, session.directory, session.parent_id)
+            assert export_opencode(target, session.id) == exported
+
+
+def _native_session(store: SessionStore) -> tuple[str, str]:
+    """A session written through the API with all twelve part types, a compaction, a pruned output, a child."""
+    ses = store.create_session(title=NASTY, directory="/src/app")
+    user = store.append_message(ses.id, "user", agent="build", model_id="claude-sonnet-4-5", provider_id="anthropic", metadata={"k": [1, None]})
+    store.append_part(user.id, {"type": "text", "text": NASTY, "time": {"start": 5}})
+    store.append_part(user.id, {"type": "file", "mime": "text/plain", "url": "file:///a.txt", "filename": "a.txt", "source": {"path": "a.txt"}})
+    store.append_part(user.id, {"type": "agent", "name": "explore", "source": {"value": "@explore", "start": 0, "end": 8}})
+    store.append_part(user.id, {"type": "subtask", "prompt": "look", "description": "d", "agent": "explore", "model": {"modelID": "m"}})
+    reply = store.append_message(ses.id, "assistant", parent_id=user.id, agent="build", mode="build", model_id="claude-sonnet-4-5", provider_id="anthropic")
+    store.append_part(reply.id, {"type": "step-start", "snapshot": "abc"})
+    store.append_part(reply.id, {"type": "reasoning", "text": "hmm", "metadata": {"anthropic": {"signature": "sig"}}, "time": {"start": 1, "end": 2}})
+    done = store.append_part(reply.id, {"type": "tool", "call_id": "c1", "tool": "read", "state": {"status": "pending", "input": {"path": NASTY}}})
+    store.update_tool(done.id, status="running", title="read")
+    store.update_tool(done.id, status="completed", output=NASTY * 50, metadata={"lines": 3})
+    failed = store.append_part(reply.id, {"type": "tool", "call_id": "c2", "tool": "bash", "state": {"status": "pending", "input": {}}})
+    store.update_tool(failed.id, status="error", error="exit 1")
+    store.append_part(reply.id, {"type": "tool", "call_id": "c3", "tool": "bash", "state": {"status": "pending", "input": {"x": None}}})
+    store.append_part(reply.id, {"type": "tool", "call_id": "c4", "tool": "grep", "state": {
+        "status": "completed", "input": {}, "output": "old", "time": {"start": 1, "end": 2, "compacted": 3}}})
+    store.append_part(reply.id, {"type": "retry", "attempt": 2, "error": {"message": "overloaded"}})
+    store.append_part(reply.id, {"type": "snapshot", "snapshot": "def"})
+    store.append_part(reply.id, {"type": "patch", "hash": "h", "files": ["a.py"]})
+    store.append_part(reply.id, {"type": "step-finish", "reason": "tool-calls", "cost": 0.5, "tokens": {"input": 9, "cache": {"read": 4}}})
+    store.finish_message(reply.id, finish="tool-calls", tokens={"input": 10, "output": 3, "cache": {"write": 2}}, cost=0.25)
+    marker = store.append_message(ses.id, "user", synthetic=True)
+    store.append_part(marker.id, {"type": "compaction", "auto": True, "overflow": True, "tail_start_id": user.id})
+    summary = store.append_message(ses.id, "assistant", parent_id=marker.id, summary=True, mode="compaction", agent="compaction")
+    store.append_part(summary.id, {"type": "text", "text": "what we did", "synthetic": True, "ignored": False})
+    store.finish_message(summary.id, finish="stop")
+    aborted = store.append_message(ses.id, "assistant", parent_id=marker.id)
+    store.finish_message(aborted.id, finish="error", error={"name": "MessageAbortedError", "data": {}})
+    child = store.create_session(title="sub-agent", parent_id=ses.id)
+    note = store.append_message(child.id, "user", metadata={})
+    store.append_part(note.id, {"type": "text", "text": "sub task", "ignored": True})
+    return ses.id, child.id
+
+
+def test_a_session_written_through_the_api_round_trips(store: SessionStore, other_url: str, tmp_path: Path) -> None:
+    parent, child = _native_session(store)
+    with SessionStore.open(other_url) as target:
+        for session_id in (parent, child):
+            path = write_export(store, session_id, tmp_path / f"{session_id}.json")
+            assert import_file(target, path) == [session_id]
+            assert dumps(target.messages(session_id)) == dumps(store.messages(session_id))
+            assert dumps(target.filter_compacted(session_id)) == dumps(store.filter_compacted(session_id))
+            assert export_opencode(target, session_id) == export_opencode(store, session_id)
+        assert target.get_session(child).parent_id == parent
+        assert target.get_session(parent).title == NASTY
+
+
+def test_the_export_has_opencode_shape(store: SessionStore) -> None:
+    parent, _ = _native_session(store)
+    exported = export_opencode(store, parent)
+    assert set(exported) == {"info", "messages"}
+    info = exported["info"]
+    assert (info["id"], info["directory"]) == (parent, "/src/app") and set(info["time"]) == {"created", "updated"}
+    user, reply, marker, summary, aborted = (m["info"] for m in exported["messages"])
+    assert user["model"] == {"providerID": "anthropic", "modelID": "claude-sonnet-4-5"} and "tokens" not in user
+    assert (reply["modelID"], reply["providerID"], reply["parentID"], reply["finish"]) == ("claude-sonnet-4-5", "anthropic", user["id"], "tool-calls")
+    assert reply["tokens"] == {"input": 10, "output": 3, "reasoning": 0, "cache": {"read": 0, "write": 2}} and reply["cost"] == 0.25
+    assert summary["summary"] is True and summary["mode"] == "compaction" and marker["synthetic"] is True
+    assert aborted["error"]["name"] == "MessageAbortedError"
+    parts = exported["messages"][1]["parts"]
+    tool = next(p for p in parts if p["type"] == "tool")
+    assert (tool["callID"], tool["sessionID"], tool["messageID"]) == ("c1", parent, reply["id"])
+    assert tool["state"]["status"] == "completed" and tool["state"]["output"] == NASTY * 50
+    pending = next(p for p in parts if p.get("callID") == "c3")
+    assert pending["state"] == {"status": "pending", "input": {"x": None}}
+    pruned = next(p for p in parts if p.get("callID") == "c4")
+    assert pruned["state"]["time"]["compacted"] == 3 and pruned["state"]["output"] == "old"
+    compaction = exported["messages"][2]["parts"][0]
+    assert compaction == {
+        "type": "compaction", "auto": True, "overflow": True, "tailStartID": user["id"],
+        "id": compaction["id"], "sessionID": parent, "messageID": marker["id"],
+    }
+
+
+def test_export_text_is_valid_utf8_json_even_with_lone_surrogates(store: SessionStore) -> None:
+    parent, _ = _native_session(store)
+    text = export_text(export_opencode(store, parent))
+    text.encode("utf-8")  # would raise on a raw lone surrogate
+    assert "\\ud800" in text and "\\u0000" in text
+    assert json.loads(text) == export_opencode(store, parent)
+
+
+def test_a_child_exported_alone_keeps_its_parent_id(store: SessionStore, other_url: str, tmp_path: Path) -> None:
+    _, child = _native_session(store)
+    exported = export_opencode(store, child)
+    with SessionStore.open(other_url) as target:
+        import_file(target, write_export(store, child, tmp_path / "child.json"))
+        assert target.get_session(child).parent_id is None  # its parent is not in this database
+        assert export_opencode(target, child) == exported  # …but the export still names it
