@@ -1,0 +1,147 @@
+"""``session_stats``: a session's token accounting as SQL aggregates (a read operation, sans I/O like ``ops``).
+
+Everything comes from stored numbers: the per-part estimates written with each part, the tool states'
+output estimates and prune marks, the provider-reported usage columns of the messages, and the compaction
+markers. No part data or output text is read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import case, func, select
+
+from ..errors import NotFound
+from ..maintenance import CompactionStat, PartTypeStat, SessionStats, ToolStat
+from ..models import CacheTokens, TokenCounts
+from .convert import text_out
+from .ops import check_id
+from .statements import C, M, Op, P, S, T, step
+
+__all__ = ["session_stats"]
+
+
+def _int(value: Any) -> int:
+    return int(value or 0)  # PostgreSQL sums BIGINTs as NUMERIC (Decimal)
+
+
+def _count_if(condition: Any) -> Any:
+    return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
+
+
+def _sum(column: Any) -> Any:
+    return func.coalesce(func.sum(column), 0)
+
+
+def session_stats(session_id: Any) -> Op:
+    """Messages, parts by type, tools, pruned tokens, compactions and provider usage of one session."""
+    session_id = check_id("session", session_id)
+    session = yield step(select(S.c.id, S.c.title).where(S.c.id == session_id), fetch="first")
+    if session is None:
+        raise NotFound("session", session_id)
+    usage = yield step(
+        select(
+            func.count().label("messages"),
+            _count_if(M.c.role == "user").label("users"),
+            _count_if(M.c.role == "assistant").label("assistants"),
+            _count_if(M.c.summary.is_(True)).label("summaries"),
+            _sum(M.c.tokens_input).label("input"),
+            _sum(M.c.tokens_output).label("output"),
+            _sum(M.c.tokens_reasoning).label("reasoning"),
+            _sum(M.c.tokens_cache_read).label("cache_read"),
+            _sum(M.c.tokens_cache_write).label("cache_write"),
+            _sum(M.c.cost).label("cost"),
+        ).where(M.c.session_id == session_id),
+        fetch="first",
+    )
+    by_type = yield step(
+        select(P.c.type.label("type"), func.count().label("parts"), _sum(P.c.tokens).label("tokens"))
+        .where(P.c.session_id == session_id)
+        .group_by(P.c.type)
+        .order_by(P.c.type),
+        fetch="all",
+    )
+    pruned = T.c.compacted_at.is_not(None)
+    by_tool = yield step(
+        select(
+            T.c.tool.label("tool"),
+            func.count().label("calls"),
+            _count_if(T.c.status == "completed").label("completed"),
+            _count_if(T.c.status == "error").label("errors"),
+            _sum(P.c.tokens).label("tokens"),
+            _sum(T.c.output_tokens).label("output_tokens"),
+            _count_if(pruned).label("pruned_calls"),
+            _sum(case((pruned, T.c.output_tokens), else_=0)).label("pruned_tokens"),
+        )
+        .select_from(T.join(P, P.c.id == T.c.part_id))
+        .where(T.c.session_id == session_id)
+        .group_by(T.c.tool)
+        .order_by(T.c.tool),
+        fetch="all",
+    )
+    markers = yield step(
+        select(
+            C.c.id,
+            C.c.trigger,
+            C.c.status,
+            C.c.pre_tokens,
+            C.c.post_tokens,
+            C.c.fallback_used,
+            C.c.model,
+            C.c.cost,
+            C.c.error,
+            C.c.created_at,
+        )
+        .where(C.c.session_id == session_id)
+        .order_by(C.c.created_at, C.c.id),
+        fetch="all",
+    )
+    tools = [
+        ToolStat(
+            tool=text_out(r.tool) or "",
+            calls=_int(r.calls),
+            completed=_int(r.completed),
+            errors=_int(r.errors),
+            tokens=_int(r.tokens),
+            output_tokens=_int(r.output_tokens),
+            pruned_calls=_int(r.pruned_calls),
+            pruned_tokens=_int(r.pruned_tokens),
+        )
+        for r in by_tool
+    ]
+    part_types = [PartTypeStat(type=r.type, parts=_int(r.parts), tokens=_int(r.tokens)) for r in by_type]
+    return SessionStats(
+        session_id=session.id,
+        title=text_out(session.title),
+        messages=_int(usage.messages),
+        user_messages=_int(usage.users),
+        assistant_messages=_int(usage.assistants),
+        summary_messages=_int(usage.summaries),
+        estimated_tokens=sum(p.tokens for p in part_types),
+        part_types=part_types,
+        tools=tools,
+        pruned_parts=sum(t.pruned_calls for t in tools),
+        pruned_tokens=sum(t.pruned_tokens for t in tools),
+        compactions=[
+            CompactionStat(
+                id=r.id,
+                trigger=r.trigger,
+                status=r.status,
+                pre_tokens=r.pre_tokens,
+                post_tokens=r.post_tokens,
+                fallback_used=r.fallback_used,
+                model=text_out(r.model),
+                cost=float(r.cost or 0.0),
+                error=text_out(r.error),
+                created_at=r.created_at,
+            )
+            for r in markers
+        ],
+        provider_tokens=TokenCounts(
+            input=_int(usage.input),
+            output=_int(usage.output),
+            reasoning=_int(usage.reasoning),
+            cache=CacheTokens(read=_int(usage.cache_read), write=_int(usage.cache_write)),
+        ),
+        cost=float(usage.cost or 0.0),
+    )

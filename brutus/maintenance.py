@@ -1,0 +1,149 @@
+"""What the maintenance operations report: a session's statistics, the database's integrity, a gc run.
+
+The operations live in ``brutus.db.stats_ops``, ``brutus.db.check_ops`` and ``brutus.db.gc_ops``; these are
+the pydantic shapes they return (and that ``brutus stats|check|gc --json`` print).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+from .models import CompactionStatus, CompactionTrigger, TokenCounts
+
+__all__ = [
+    "CheckReport",
+    "CompactionStat",
+    "GcResult",
+    "PartTypeStat",
+    "Problem",
+    "ProblemKind",
+    "SessionStats",
+    "ToolStat",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PartTypeStat(_Model):
+    """Parts of one type in a session and their stored token estimates."""
+
+    type: str
+    parts: int
+    tokens: int
+
+
+class ToolStat(_Model):
+    """Calls of one tool: how many, how they ended, their stored estimates (input + output + error) and the
+    share of output tokens that prune marked."""
+
+    tool: str
+    calls: int
+    completed: int
+    errors: int
+    tokens: int
+    output_tokens: int
+    pruned_calls: int
+    pruned_tokens: int
+
+
+class CompactionStat(_Model):
+    """One compaction marker as ``stats`` shows it."""
+
+    id: str
+    trigger: CompactionTrigger
+    status: CompactionStatus
+    pre_tokens: int | None = None
+    post_tokens: int | None = None
+    fallback_used: str | None = None
+    model: str | None = None
+    cost: float = 0.0
+    error: str | None = None
+    created_at: int
+
+
+class SessionStats(_Model):
+    """Token accounting of one session, from SQL aggregates over the stored estimates and usage columns."""
+
+    session_id: str
+    title: str | None = None
+    messages: int
+    user_messages: int
+    assistant_messages: int
+    summary_messages: int
+    estimated_tokens: int  # the sum of every part's stored estimate
+    part_types: list[PartTypeStat] = Field(default_factory=list)
+    tools: list[ToolStat] = Field(default_factory=list)
+    pruned_parts: int = 0
+    pruned_tokens: int = 0
+    compactions: list[CompactionStat] = Field(default_factory=list)
+    provider_tokens: TokenCounts = Field(default_factory=TokenCounts)  # summed over the assistant messages
+    cost: float = 0.0
+
+
+ProblemKind = Literal[
+    "orphan-message",
+    "orphan-part",
+    "orphan-tool-state",
+    "orphan-tool-output",
+    "tool-state-without-tool-part",
+    "tool-part-without-state",
+    "session-mismatch",
+    "broken-boundary",
+    "pending-compaction",
+    "seq-gap",
+    "seq-duplicate",
+    "seq-counter",
+    "stale-message-counters",
+]
+
+
+class Problem(_Model):
+    """One integrity problem: what kind, where (session, and the row it is about), and a sentence."""
+
+    kind: ProblemKind
+    session_id: str | None = None
+    row_id: str | None = None
+    detail: str
+
+
+class CheckReport(_Model):
+    """What ``check`` looked at and what it found; ``ok`` when nothing."""
+
+    sessions: int
+    messages: int
+    parts: int
+    problems: list[Problem] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class GcResult(_Model):
+    """What a gc dropped (or, with ``dry_run``, would drop): the output text of parts pruned before
+    ``before`` (their metadata and token counts stay), and the storage it gave back after VACUUM.
+
+    ``bytes_before`` / ``bytes_after``: on SQLite the database file plus its WAL after a checkpoint, on
+    PostgreSQL ``pg_total_relation_size('tool_outputs')``. Both are None in a dry run.
+    """
+
+    before: int
+    dry_run: bool
+    parts: int
+    tokens: int
+    output_bytes: int
+    vacuumed: bool = False
+    bytes_before: int | None = None
+    bytes_after: int | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def bytes_reclaimed(self) -> int | None:
+        if self.bytes_before is None or self.bytes_after is None:
+            return None
+        return self.bytes_before - self.bytes_after
