@@ -14,7 +14,7 @@ Modules: ``config`` (TierConfig), ``metadata`` (what a summary message carries),
 from __future__ import annotations
 
 from .config import TierConfig
-from .manager import Append, NewSummary, StrategyManager, Summarize, apply_tiers, tier_flow
+from .manager import Append, NewSummary, StrategyManager, Summarize, apply_tiers, drive, tier_flow
 from .metadata import TIER_KINDS, TierCovers, TierKind, TierMetadata, tier_metadata
 from .report import StrategyReport, TierRunReport
 from .run import run_tiers, store_view
@@ -52,6 +52,7 @@ __all__ = [
     "ToolCallSummarization",
     "Unit",
     "apply_tiers",
+    "drive",
     "goal_batch_selections",
     "is_goal_batch_block",
     "is_summarized_block",

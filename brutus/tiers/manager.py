@@ -45,6 +45,7 @@ __all__ = [
     "Summarize",
     "TierFlow",
     "apply_tiers",
+    "drive",
     "tier_flow",
 ]
 

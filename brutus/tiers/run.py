@@ -5,7 +5,8 @@ Rules:
 - ``run_tiers`` reads the filtered history (``store.filter_compacted``), runs the ``StrategyManager`` over
   it, and writes each summary as one assistant message with one text part, in its own unit of work
   (``store.batch()``): a failure part way leaves every summary written before it whole, and none half
-  written. Summarizer calls happen outside any transaction. Only the store's public methods are used.
+  written. Summarizer calls happen outside any transaction. It reads and writes through the store's public
+  methods only (``filter_compacted``, ``batch``, ``append_message``, ``append_part``).
 - It holds the session's compaction lock for the run (``CompactionInProgress`` if a compaction or another
   tier run holds it): tier summaries and the prefix compaction both decide from the view, and two runs at
   once would summarize the same turns twice.

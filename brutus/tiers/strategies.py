@@ -19,7 +19,8 @@ summary nor a tier block; a range is always whole messages, so a tool call never
    Deviation from the ADR, which counts eligible turns wherever they are: the turns of a batch must sit
    side by side, since one message takes their place, so ``should_run`` asks for such a run.
 
-Each strategy's ``should_run(view, config)`` is whether ``select(view, config)`` finds anything.
+Each strategy's ``should_run(view, config)`` is whether ``select(view, config)`` finds anything. They take a
+tier view (``tier_view``): in a raw history, superseded summaries would still sit where they were written.
 """
 
 from __future__ import annotations
