@@ -1,0 +1,443 @@
+"""Replay: drive a recorded session through the store as a live agent would, under a chosen model limit.
+
+Rules:
+
+- A fresh session gets the recording's messages in order, each written as a live agent writes it: the
+  message and its parts in one transaction (tool parts ``pending``), then each tool part moved ``running`` →
+  ``completed`` | ``error`` as recorded, then ``finish_message`` with the recorded usage and cost. Ids are
+  new (a recording can be replayed any number of times); parent and tail pointers follow them. The
+  recording's prune marks are not copied: the replay prunes by its own limit.
+- After each message the replay measures its view (``store.filter_compacted``): ``context_size`` with the
+  last call's recorded usage re-based on the replayed messages (``brutus.replay_meter``), since the recorded
+  usage measured the original, unlimited context. Until the replay prunes or compacts, that is exactly the
+  recorded figure.
+- After each assistant message, when ``is_overflow`` says so (or ``TokenBudget.should_compact``, above 0.80
+  of the context), it prunes; when the view is still over, it compacts with trigger ``auto``. A
+  ``CompactionStalled``, or a compaction that leaves the view over the limit, is recorded, and no compaction
+  is tried again before the next user turn: never a compaction loop.
+- ``replay_limits``: the session's model's limits, or ``context_limit`` tokens with the output reserve cut to
+  a quarter of them. ``replay_config`` scales prune's thresholds to the room the messages have.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+from .errors import CompactionStalled, InvalidInput
+from .models import (
+    CompactionConfig,
+    CompactionPart,
+    Message,
+    MessageWithParts,
+    ModelLimits,
+    Role,
+    TokenCounts,
+    ToolPart,
+    ToolState,
+)
+from .overflow import DEFAULT_MODEL_LIMITS, OUTPUT_TOKEN_MAX, TokenBudget, is_overflow, model_limits
+from .replay_meter import RecordedCalls, Usage, measure_view
+from .store import SessionStore
+
+__all__ = [
+    "ReplayCompaction",
+    "ReplayPoint",
+    "ReplayPrune",
+    "ReplayReport",
+    "ReplayStall",
+    "load_recording",
+    "replay",
+    "replay_config",
+    "replay_file",
+    "replay_limits",
+    "session_model",
+    "write_message",
+]
+
+Action = Literal["prune", "compact", "prune+compact", "stalled", "prune+stalled"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReplayPoint(_Model):
+    """The context after one replayed message (``step`` counts recorded messages from 1)."""
+
+    step: int
+    message_id: str
+    role: Role
+    view_tokens: int  # the replayed view, as measured after the message was written
+    after_tokens: int  # the same after the prune / compaction this step ran (= view_tokens without one)
+    original_tokens: int  # the recorded session's context at this step, which had no such limit
+    view_messages: int
+    action: Action | None = None
+
+
+class ReplayPrune(_Model):
+    step: int
+    pruned_tokens: int
+    parts: int
+    view_before: int
+    view_after: int
+
+
+class ReplayCompaction(_Model):
+    """One compaction: the replay's measure of the view before and after, and the store's own figures
+    (``pre_tokens`` / ``post_tokens`` from the recorded usage the stored messages carry)."""
+
+    step: int
+    compaction_id: str
+    trigger: str
+    view_before: int
+    view_after: int
+    pre_tokens: int
+    post_tokens: int
+    pruned_tokens: int
+    fallback_used: str | None = None
+    summary_model: str | None = None
+
+
+class ReplayStall(_Model):
+    step: int
+    reason: str
+
+
+class ReplayReport(_Model):
+    """What a replay did, step by step."""
+
+    session_id: str
+    source: str | None = None
+    title: str | None = None
+    model: str | None = None
+    limits: ModelLimits
+    usable_tokens: int  # is_overflow's threshold: above it, the next call would not fit
+    compact_at: int  # the first of is_overflow's and should_compact's thresholds
+    prune_protect: int
+    prune_minimum: int
+    summarizer: str
+    steps: int
+    tool_calls: int
+    fixed_tokens: int  # what the recorded calls counted beyond the messages (system prompt, tool definitions)
+    token_ratio: float  # real tokens per estimated token of the messages, at the last recorded call
+    prunes: list[ReplayPrune] = Field(default_factory=list)
+    compactions: list[ReplayCompaction] = Field(default_factory=list)
+    stalls: list[ReplayStall] = Field(default_factory=list)
+    curve: list[ReplayPoint] = Field(default_factory=list)
+    max_view_tokens: int = 0
+    max_original_tokens: int = 0
+    final_view_tokens: int = 0
+    final_view_messages: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def pruned_tokens(self) -> int:
+        return sum(p.pruned_tokens for p in self.prunes)
+
+
+# -- limits -------------------------------------------------------------------------------------------------
+
+
+def session_model(history: Sequence[MessageWithParts]) -> str | None:
+    """The model that answered most of the session's assistant messages (the first of equals)."""
+    counts = Counter(
+        m.info.model_id for m in history if m.info.role == "assistant" and m.info.model_id and not m.info.summary
+    )
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def replay_limits(
+    history: Sequence[MessageWithParts], *, context_limit: int | None = None, model: str | None = None
+) -> tuple[str | None, ModelLimits]:
+    """The model whose limits apply and the limits: ``model`` (default: the session's) as the table knows
+    it, or ``context_limit`` tokens of context with that model's output reserve cut to a quarter of it."""
+    model = model or session_model(history)
+    base = model_limits(model) if model else DEFAULT_MODEL_LIMITS.model_copy()
+    if context_limit is None:
+        return model, base
+    if isinstance(context_limit, bool) or not isinstance(context_limit, int) or context_limit <= 0:
+        raise InvalidInput(f"the context limit must be a positive number of tokens, got {context_limit!r}")
+    output = min(base.output or OUTPUT_TOKEN_MAX, OUTPUT_TOKEN_MAX, context_limit // 4)
+    return model, ModelLimits(context=context_limit, output=output)
+
+
+def replay_config(limits: ModelLimits, fixed_tokens: int = 0) -> CompactionConfig:
+    """Prune's thresholds scaled to the room the messages have: a quarter of it protected, an eighth the
+    minimum worth pruning. The room is the usable context less the ``fixed_tokens`` every call carries
+    (system prompt, tool definitions); on a 200K model with a 15K system prompt that is seed 004's 40K / 20K."""
+    if not limits.context:
+        return CompactionConfig()
+    room = max(0, _usable(limits) - fixed_tokens)
+    return CompactionConfig(prune_protect=min(40_000, room // 4), prune_minimum=min(20_000, room // 8))
+
+
+def _usable(limits: ModelLimits) -> int:
+    return limits.input or limits.context - min(limits.output or OUTPUT_TOKEN_MAX, OUTPUT_TOKEN_MAX)
+
+
+def _over(tokens: int, limits: ModelLimits) -> bool:
+    return is_overflow(TokenCounts(input=tokens), limits) or TokenBudget(limits.context, tokens).should_compact
+
+
+# -- writing as a live agent ----------------------------------------------------------------------------------
+
+
+def _fresh_part(part: Any, ids: Mapping[str, str]) -> Any:
+    cleared = {"id": None, "session_id": None, "message_id": None}
+    if isinstance(part, ToolPart):
+        return ToolPart(call_id=part.call_id, tool=part.tool, state=ToolState(status="pending", input=part.state.input))
+    if isinstance(part, CompactionPart):
+        return part.model_copy(update={**cleared, "tail_start_id": ids.get(part.tail_start_id or "")})
+    return part.model_copy(update=cleared)
+
+
+def _run_tool(store: SessionStore, part_id: str, state: ToolState) -> None:
+    if state.status == "pending":
+        return
+    store.update_tool(part_id, status="running", title=state.title)
+    if state.status == "completed":
+        output = state.output or ""
+        store.update_tool(part_id, status="completed", output=output, title=state.title, metadata=state.metadata)
+    elif state.status == "error":
+        store.update_tool(part_id, status="error", error=state.error or "error", metadata=state.metadata)
+
+
+def write_message(store: SessionStore, session_id: str, entry: MessageWithParts, ids: dict[str, str]) -> Message:
+    """Append one recorded message the way a live agent does; ``ids`` maps recorded ids to the new ones."""
+    info = entry.info
+    fields: dict[str, Any] = dict(
+        parent_id=ids.get(info.parent_id or ""),
+        agent=info.agent,
+        mode=info.mode,
+        model_id=info.model_id,
+        provider_id=info.provider_id,
+        summary=info.summary,
+        synthetic=info.synthetic,
+        created_at=info.time.created,
+    )
+    finishes = info.role == "assistant" and bool(info.finish)
+    if not finishes:  # nothing will finish it: what was recorded is written with it
+        fields.update(
+            finish=info.finish, tokens=info.tokens, cost=info.cost, error=info.error, completed_at=info.time.completed
+        )
+    tools: list[tuple[str, ToolState]] = []
+    with store.batch():
+        message = store.append_message(session_id, info.role, **fields)
+        ids[info.id] = message.id
+        for part in entry.parts:
+            written = store.append_part(message.id, _fresh_part(part, ids))
+            if isinstance(part, ToolPart):
+                tools.append((written.id, part.state))
+    for part_id, state in tools:
+        _run_tool(store, part_id, state)
+    if finishes:
+        message = store.finish_message(
+            message.id, finish=info.finish or "", tokens=info.tokens, cost=info.cost, error=info.error
+        )
+    return message
+
+
+# -- the replay -----------------------------------------------------------------------------------------------
+
+OnStep = Callable[[ReplayPoint, int], None]
+
+
+@dataclass
+class _Run:
+    """One replay in progress: the session, the recorded calls and their replayed twins, the report."""
+
+    store: SessionStore
+    session_id: str
+    limits: ModelLimits
+    config: CompactionConfig | None  # None: replay_config of the fixed tokens measured so far
+    summarizer: Any
+    report: ReplayReport
+    recorded: RecordedCalls
+    usage: dict[str, Usage] = field(default_factory=dict)  # replayed message id -> its recorded call
+    ids: dict[str, str] = field(default_factory=dict)  # recorded message id -> replayed message id
+    turns: int = 0
+    blocked_turn: int = -1  # no compaction until a user turn after this one
+
+    def measure(self) -> tuple[int, int]:
+        """The replayed view's tokens and messages."""
+        view = self.store.filter_compacted(self.session_id)
+        return measure_view(view, self.usage, self.recorded.last), len(view)
+
+    def step(self, index: int, entry: MessageWithParts) -> ReplayPoint:
+        call = self.recorded.observe(index)
+        message = write_message(self.store, self.session_id, entry, self.ids)
+        if call is not None:
+            self.usage[message.id] = call
+        if entry.info.role == "user":
+            self.turns += 1
+        tokens, count = self.measure()
+        after, action = tokens, None
+        if entry.info.role == "assistant" and self.limits.context and _over(tokens, self.limits):
+            after, action = self.relieve(index + 1, tokens)
+            if action:
+                count = self.measure()[1]
+        return ReplayPoint(
+            step=index + 1,
+            message_id=message.id,
+            role=entry.info.role,
+            view_tokens=tokens,
+            after_tokens=after,
+            original_tokens=self.recorded.tokens_at(index),
+            view_messages=count,
+            action=action,
+        )
+
+    def relieve(self, step: int, tokens: int) -> tuple[int, Action | None]:
+        """Prune, then compact when pruning was not enough; the view after, and what was done."""
+        done: list[str] = []
+        config = self.config or replay_config(self.limits, self.recorded.fixed or 0)
+        pruned = self.store.prune(self.session_id, config)
+        if pruned.pruned:
+            after = self.measure()[0]
+            prune = ReplayPrune(
+                step=step, pruned_tokens=pruned.pruned, parts=len(pruned.parts), view_before=tokens, view_after=after
+            )
+            self.report.prunes.append(prune)
+            tokens = after
+            done.append("prune")
+        if not _over(tokens, self.limits) or self.turns <= self.blocked_turn:
+            return tokens, _action(done)
+        try:
+            result = self.store.compact(self.session_id, self.summarizer, trigger="auto", config=config)
+        except CompactionStalled as exc:
+            self.report.stalls.append(ReplayStall(step=step, reason=str(exc)))
+            self.blocked_turn = self.turns
+            return tokens, _action([*done, "stalled"])
+        after = self.measure()[0]
+        self.report.compactions.append(
+            ReplayCompaction(
+                step=step,
+                compaction_id=result.compaction_id,
+                trigger="auto",
+                view_before=tokens,
+                view_after=after,
+                pre_tokens=result.pre_tokens,
+                post_tokens=result.post_tokens,
+                pruned_tokens=result.pruned,
+                fallback_used=result.fallback_used,
+                summary_model=result.summary_message.info.model_id,
+            )
+        )
+        if _over(after, self.limits):
+            reason = f"the view is still {after} tokens after compacting, over the limit: the rest cannot be compacted"
+            self.report.stalls.append(ReplayStall(step=step, reason=reason))
+            self.blocked_turn = self.turns
+        return after, _action([*done, "compact"])
+
+
+def _action(done: list[str]) -> Action | None:
+    return "+".join(done) or None  # type: ignore[return-value]
+
+
+def replay(
+    store: SessionStore,
+    history: Sequence[MessageWithParts],
+    *,
+    limits: ModelLimits | None = None,
+    model: str | None = None,
+    summarizer: Any = None,
+    config: CompactionConfig | None = None,
+    title: str | None = None,
+    directory: str | None = None,
+    source: str | None = None,
+    on_step: OnStep | None = None,
+) -> ReplayReport:
+    """Replay ``history`` into a new session of ``store`` under ``limits`` (default: ``replay_limits``) with
+    ``summarizer`` (default: ``default_summarizer()``) and prune ``config`` (default: ``replay_config``);
+    ``on_step(point, total)`` is called after every message."""
+    from .summarizers import default_summarizer
+
+    if not history:
+        raise InvalidInput("nothing to replay: the recording holds no messages")
+    model = model or session_model(history)
+    if limits is None:
+        model, limits = replay_limits(history, model=model)
+    summarizer = summarizer or default_summarizer()
+    session = store.create_session(title=f"replay: {title}" if title else "replay", directory=directory)
+    usable = _usable(limits) if limits.context else 0
+    report = ReplayReport(
+        session_id=session.id,
+        source=source,
+        title=title,
+        model=model,
+        limits=limits,
+        usable_tokens=usable,
+        compact_at=min(usable, int(limits.context * 0.8)),
+        prune_protect=0,
+        prune_minimum=0,
+        summarizer=getattr(summarizer, "model", None) or type(summarizer).__name__,
+        steps=len(history),
+        tool_calls=sum(1 for m in history for p in m.parts if isinstance(p, ToolPart)),
+        fixed_tokens=0,
+        token_ratio=1.0,
+    )
+    run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history))
+    for index, entry in enumerate(history):
+        point = run.step(index, entry)
+        report.curve.append(point)
+        if on_step is not None:
+            on_step(point, len(history))
+    recorded = run.recorded
+    final = config or replay_config(limits, recorded.fixed or 0)
+    return report.model_copy(
+        update=dict(
+            fixed_tokens=recorded.fixed or 0,
+            token_ratio=round(recorded.last.ratio, 3) if recorded.last else 1.0,
+            prune_protect=final.prune_protect,
+            prune_minimum=final.prune_minimum,
+            max_view_tokens=max(p.view_tokens for p in report.curve),
+            max_original_tokens=max(p.original_tokens for p in report.curve),
+            final_view_tokens=report.curve[-1].after_tokens,
+            final_view_messages=report.curve[-1].view_messages,
+        )
+    )
+
+
+# -- from a file --------------------------------------------------------------------------------------------
+
+
+def load_recording(path: str | Path) -> Any:
+    """The main session of a recorded file in any format ``brutus import`` reads (an ``ImportedSession``:
+    title, directory, history), without writing anything. ``ImportFormatError`` for a file it cannot read."""
+    from .importers import plan_document, read_document
+
+    sessions = plan_document(read_document(path))
+    if not sessions or not sessions[0].history:
+        raise InvalidInput(f"{path}: no conversation to replay in this file")
+    return sessions[0]
+
+
+def replay_file(
+    store: SessionStore,
+    path: str | Path,
+    *,
+    context_limit: int | None = None,
+    model: str | None = None,
+    summarizer: Any = None,
+    on_step: OnStep | None = None,
+) -> ReplayReport:
+    """Replay the recorded session in ``path`` under ``replay_limits(context_limit=…, model=…)``."""
+    recording = load_recording(path)
+    model, limits = replay_limits(recording.history, context_limit=context_limit, model=model)
+    return replay(
+        store,
+        recording.history,
+        limits=limits,
+        model=model,
+        summarizer=summarizer,
+        title=recording.title,
+        directory=recording.directory,
+        source=str(path),
+        on_step=on_step,
+    )
