@@ -58,6 +58,9 @@ db_commands.register(cli)
 session_commands.register(cli)
 from . import io_commands  # noqa: E402
 io_commands.register(cli)
+from . import maintenance_commands  # noqa: E402
+
+maintenance_commands.register(cli)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,175 @@
+"""``brutus stats``, ``check``, ``prune``, ``compact`` and ``gc``: look after what the store holds."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import click
+
+from .app import db_option, json_option, open_store, print_json
+
+__all__ = ["ProblemsFound", "parse_before", "register"]
+
+
+def register(cli: click.Group) -> None:
+    for command in (stats, check, prune, compact, gc):
+        cli.add_command(command)
+
+
+class ProblemsFound(click.ClickException):
+    """Exit 1 after the report was printed, with one line on stderr."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"brutus: {self.message}", err=True)
+
+
+@click.command()
+@click.argument("session_id", metavar="SESSION")
+@db_option
+@json_option
+def stats(session_id: str, db: str | None, as_json: bool) -> None:
+    """Token accounting of a session: estimates by part type and by tool, pruned parts and tokens,
+    compactions (pre/post tokens, fallback, status), provider-reported usage and cost."""
+    from ..db.stats_ops import session_stats
+    from .maintenance_output import print_stats
+
+    store = open_store(db)
+    try:
+        found = store._run(session_stats(session_id), write=False)
+    finally:
+        store.close()
+    if as_json:
+        print_json(found.model_dump(mode="json"))
+    else:
+        print_stats(found)
+
+
+@click.command()
+@db_option
+@json_option
+def check(db: str | None, as_json: bool) -> None:
+    """Check the integrity of the whole database: orphan rows, tool states without a tool part, boundary
+    pointers that disagree with the messages, pending compaction markers, seq gaps. Exit 1 when it finds
+    a problem."""
+    from ..db.check_ops import check_database
+    from .maintenance_output import print_check
+
+    store = open_store(db)
+    try:
+        report = store._run(check_database(), write=False)
+    finally:
+        store.close()
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        print_check(report)
+    if not report.ok:
+        count = len(report.problems)
+        raise ProblemsFound(f"check found {count} problem{'s' if count != 1 else ''}")
+
+
+@click.command()
+@click.argument("session_id", metavar="SESSION")
+@click.option("--dry-run", is_flag=True, help="Say what would be pruned, write nothing.")
+@db_option
+@json_option
+def prune(session_id: str, dry_run: bool, db: str | None, as_json: bool) -> None:
+    """Prune a session's old tool outputs (seed 004: protect the newest 40K tokens, prune only above 20K):
+    they are marked, kept in the database, and render as a placeholder."""
+    from ..models import CompactionConfig
+    from ..prune import prune as plan_on_view
+    from .maintenance_output import print_prune
+
+    store = open_store(db)
+    try:
+        if dry_run:  # the same rule, on the loaded view, marking only objects in memory
+            result = plan_on_view(store.filter_compacted(session_id), CompactionConfig(), now=store.clock())
+        else:
+            result = store.prune(session_id)
+    finally:
+        store.close()
+    if as_json:
+        parts = [{"id": p.id, "tool": p.tool, "call_id": p.call_id, "title": p.state.title} for p in result.parts]
+        summary = {"session_id": session_id, "dry_run": dry_run, "pruned": result.pruned, "total": result.total}
+        print_json({**summary, "parts": parts})
+    else:
+        print_prune(session_id, result, dry_run=dry_run)
+
+
+@click.command()
+@click.argument("session_id", metavar="SESSION")
+@click.option("--instructions", metavar="TEXT", default=None, help="What the summary should keep or focus on.")
+@db_option
+@json_option
+def compact(session_id: str, instructions: str | None, db: str | None, as_json: bool) -> None:
+    """Compact a session now: prune, summarize the view (Claude when ANTHROPIC_API_KEY is set, else the
+    offline extractive summary), store the summary and move the boundary."""
+    from ..summarizers import default_summarizer
+    from .maintenance_output import print_compaction, working
+
+    store = open_store(db)
+    try:
+        summarizer = default_summarizer()
+        with working(f"compacting {session_id} with {getattr(summarizer, 'model', 'the summarizer')}"):
+            result = store.compact(session_id, summarizer, trigger="manual", instructions=instructions)
+    finally:
+        store.close()
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+    else:
+        print_compaction(result)
+
+
+_DURATION = re.compile(r"^(\d+)\s*([mhdw])$")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_before(value: str, *, now: datetime | None = None) -> int:
+    """``--before``: an ISO date or date-time (UTC when it names no zone), ``now``, or an age such as ``30d``,
+    ``12h``, ``90m``, ``2w``; epoch milliseconds."""
+    now = now or datetime.now(timezone.utc)
+    text = value.strip()
+    match = _DURATION.match(text.lower())
+    if match:
+        moment = now - timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    elif text.lower() == "now":
+        moment = now
+    else:
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise click.BadParameter(
+                f"{value!r} is not a date: use 2025-01-31, 2025-01-31T12:00:00, now, or an age such as 30d or 12h",
+                param_hint="--before",
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+@click.command()
+@click.option("--before", "before", required=True, metavar="DATE",
+              help="Parts pruned before this: 2025-01-31, 2025-01-31T12:00:00Z, now, or an age such as 30d.")
+@click.option("--dry-run", is_flag=True, help="Count what would be dropped, delete nothing, no VACUUM.")
+@db_option
+@json_option
+def gc(before: str, dry_run: bool, db: str | None, as_json: bool) -> None:
+    """Drop the output text of parts pruned before DATE (their tool state, metadata and token counts stay),
+    then VACUUM (SQLite) / VACUUM ANALYZE (PostgreSQL) and report the bytes reclaimed."""
+    from .maintenance_output import print_gc, working
+
+    moment = parse_before(before)
+    store = open_store(db)
+    try:
+        with working("dropping pruned outputs and vacuuming" if not dry_run else "counting pruned outputs"):
+            result = store.gc(moment, dry_run=dry_run)
+    finally:
+        store.close()
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+    else:
+        print_gc(result)
