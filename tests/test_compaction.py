@@ -261,3 +261,29 @@ def test_a_stale_pending_marker_is_resolved_by_the_next_compaction(store: Sessio
     assert [r.status for r in records] == ["failed", "completed"]
     assert records[0].error.startswith("abandoned")
     assert records[1].id == result.compaction_id
+
+
+def test_the_summarizer_sees_tier_summaries_in_place_of_their_ranges(store: SessionStore) -> None:
+    session_id = write_history(store, _work(turns=4))
+    full = store.messages(session_id)
+    first, last = full[1], full[3]  # the assistant reply of turn 0 through the reply of turn 1
+    block = store.append_message(
+        session_id,
+        "assistant",
+        synthetic=True,
+        agent="compaction",
+        mode="tool_call",
+        metadata={
+            "summarized": True,
+            "summary_type": "tool_call",
+            "turn_count": 1,
+            "covers": {"from_id": first.info.id, "to_id": last.info.id, "from_seq": first.info.seq, "to_seq": last.info.seq},
+        },
+    )
+    store.append_part(block.id, {"type": "text", "text": "[SUMMARIZED] read two files"})
+    store.finish_message(block.id, finish="stop")
+    summarizer = FakeSummarizer()
+    store.compact(session_id, summarizer)
+    sent = [m.info.id for m in summarizer.requests[0].history]
+    assert block.id in sent and first.info.id not in sent and last.info.id not in sent
+    assert sent.index(block.id) == 1  # where the covered range was

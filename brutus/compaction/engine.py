@@ -50,6 +50,7 @@ def compaction_flow(
     clock: Any,
 ) -> Flow:
     from ..summarizers import SummaryRequest, shrink_request
+    from ..tiers import tier_view
 
     if trigger not in TRIGGERS:
         raise InvalidInput(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
@@ -75,7 +76,7 @@ def compaction_flow(
         pre = prepared.pre_tokens
         instructions = hooks.run_pre_compact(session_id, trigger, instructions)
         request = SummaryRequest(
-            history=prepared.head,
+            history=tier_view(prepared.head),  # tier summaries stand in for the ranges they cover
             previous_summary=prepared.previous_summary,
             instructions=instructions,
             max_tokens=config.summary_max_tokens,

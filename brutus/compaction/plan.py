@@ -89,7 +89,7 @@ def ended_turn(history: list[MessageWithParts]) -> bool:
     """Whether the last (non-summary) assistant message ended its turn; else an auto compaction continues it."""
     for message in reversed(history):
         info = message.info
-        if info.role == "assistant" and not info.summary:
+        if info.role == "assistant" and not info.summary and not info.synthetic:  # tier summaries are synthetic
             return info.finish in ENDED
     return True
 
