@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import CompactionStalled, InvalidInput
 from .models import (
@@ -134,11 +134,7 @@ class ReplayReport(_Model):
     max_original_tokens: int = 0
     final_view_tokens: int = 0
     final_view_messages: int = 0
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def pruned_tokens(self) -> int:
-        return sum(p.pruned_tokens for p in self.prunes)
+    pruned_tokens: int = 0  # by the replay's prunes (a compaction's own prune is in its ``pruned_tokens``)
 
 
 # -- limits -------------------------------------------------------------------------------------------------
@@ -400,6 +396,7 @@ def replay(
             max_original_tokens=max(p.original_tokens for p in report.curve),
             final_view_tokens=report.curve[-1].after_tokens,
             final_view_messages=report.curve[-1].view_messages,
+            pruned_tokens=sum(p.pruned_tokens for p in report.prunes),
         )
     )
 
