@@ -22,23 +22,27 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 def test_demo_show_and_list(store_url: str) -> None:
     demo = run("demo", "--db", store_url, "--json")
     assert demo.returncode == 0, demo.stderr
-    written = json.loads(demo.stdout)
-    session_id = written["session_id"]
-    assert [m["info"]["role"] for m in written["messages"]] == ["user", "assistant", "user", "assistant"]
+    report = json.loads(demo.stdout)
+    session_id = report["session_id"]
+    assert report["steps"] == 23 and report["limits"]["context"] == 36_000
+    assert [p["step"] for p in report["prunes"]] == [13] and [c["step"] for c in report["compactions"]] == [18]
+    assert report["max_view_tokens"] < report["max_original_tokens"]
 
     listed = run("sessions", "list", "--db", store_url, "--json")
     assert [s["id"] for s in json.loads(listed.stdout)] == [session_id]
 
-    shown = run("show", session_id, "--db", store_url, "--json")
-    assert json.loads(shown.stdout) == written["messages"]
+    view = json.loads(run("show", session_id, "--db", store_url, "--json").stdout)
+    assert len(view) == report["final_view_messages"]
+    assert [p["type"] for p in view[0]["parts"]] == ["compaction"] and view[1]["info"]["summary"] is True
     people = run("show", session_id, "--db", store_url, "--full")
-    assert people.returncode == 0 and "tool read [completed]" in people.stdout
+    assert people.returncode == 0 and "(pruned)" in people.stdout and "tool glob [completed]" in people.stdout
 
 
 def test_demo_runs_on_the_default_database(tmp_path) -> None:
     result = run("demo", env={"BRUTUS_DATABASE_URL": f"sqlite:///{tmp_path / 'default.db'}"})
     assert result.returncode == 0, result.stderr
-    assert "written to" in result.stdout and (tmp_path / "default.db").exists()
+    assert "stored in" in result.stdout and (tmp_path / "default.db").exists()
+    assert "1 prune (2,336 tokens), 1 compaction, 0 stalls" in result.stdout and "36.0K ┤───" in result.stdout
 
 
 def test_db_commands(db_url: str) -> None:

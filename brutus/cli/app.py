@@ -58,9 +58,10 @@ db_commands.register(cli)
 session_commands.register(cli)
 from . import io_commands  # noqa: E402
 io_commands.register(cli)
-from . import maintenance_commands  # noqa: E402
+from . import maintenance_commands, replay_commands  # noqa: E402
 
 maintenance_commands.register(cli)
+replay_commands.register(cli)
 
 
 def main(argv: list[str] | None = None) -> int:

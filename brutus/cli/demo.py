@@ -1,47 +1,50 @@
-"""``brutus demo``: a short, realistic agent session written through the public API, then printed."""
+"""``brutus demo``: replay the sample session shipped in the package under a small context limit.
+
+The sample is a real OpenCode export (``brutus/data/sample_session.json``, from the MIT-licensed corpus; its
+licence is ``brutus/data/LICENSE-sample``). At 36,000 tokens of context the replay prunes once and compacts
+once, so the whole of brutus's job shows in a few seconds on the default SQLite database.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import resources
+from pathlib import Path
 
-import click
-
+from ..replay import ReplayReport
 from ..store import SessionStore
 
-STEPS = [
-    ("Add a --verbose flag to the CLI and make the tests pass.", "read", {"path": "cli.py"}, "def main():\n    ...\n" * 40),
-    ("Now run the test suite.", "bash", {"command": "pytest -q"}, "12 passed in 0.31s"),
-]
+__all__ = ["DEMO_CONTEXT_LIMIT", "run_demo", "sample_path"]
+
+DEMO_CONTEXT_LIMIT = 36_000
 
 
-def run_demo(store: SessionStore, *, as_json: bool = False) -> str:
-    from .output import history_json, print_history
+def sample_path() -> Path:
+    """Where the shipped sample session lives."""
+    return Path(str(resources.files("brutus") / "data" / "sample_session.json"))
+
+
+def run_demo(store: SessionStore, *, as_json: bool = False, context_limit: int = DEMO_CONTEXT_LIMIT) -> ReplayReport:
+    """Replay the sample into ``store`` and print the report (JSON with ``as_json``)."""
+    import click
+
+    from ..replay import replay_file
+    from ..summarizers import ExtractiveSummarizer
     from .app import print_json
+    from .replay_output import print_report, progress
 
-    session = store.create_session(title="brutus demo", directory="/tmp/demo-project")
-    for i, (prompt, tool, tool_input, output) in enumerate(STEPS):
-        with store.batch():
-            user = store.append_message(session.id, "user", agent="build")
-            store.append_part(user.id, {"type": "text", "text": prompt})
-            reply = store.append_message(
-                session.id, "assistant", parent_id=user.id, agent="build", mode="build",
-                model_id="claude-sonnet-4-5", provider_id="anthropic",
-            )
-            store.append_part(reply.id, {"type": "step-start"})
-            call = store.append_part(
-                reply.id, {"type": "tool", "call_id": f"toolu_{i:02d}", "tool": tool, "state": {"status": "pending", "input": tool_input}}
-            )
-        store.update_tool(call.id, status="running", title=f"{tool} {next(iter(tool_input.values()))}")
-        store.update_tool(call.id, status="completed", output=output)
-        store.append_part(reply.id, {"type": "text", "text": f"Done with step {i + 1}."})
-        store.finish_message(reply.id, finish="stop", tokens={"input": 1800 + 900 * i, "output": 120, "cache": {"read": 1500 * i}}, cost=0.004)
-    history = store.messages(session.id)
+    path = sample_path()
+    with progress("replaying the sample session") as on_step:
+        report = replay_file(
+            store, path, context_limit=context_limit, summarizer=ExtractiveSummarizer(), on_step=on_step
+        )
+    url = store.url
     store.close()
     if as_json:
-        print_json({"session_id": session.id, "messages": history_json(history)})
-    else:
-        click.echo(f"session {session.id} written to {store.url}")
-        print_history(history)
-    return session.id
-
-
+        print_json(report.model_dump(mode="json"))
+        return report
+    print_report(report)
+    click.echo(f"\nstored in {url}; look at it with:")
+    click.echo(f"  brutus show {report.session_id}          # the view the model sees now")
+    click.echo(f"  brutus show {report.session_id} --full   # everything, pruned parts marked")
+    click.echo(f"  brutus stats {report.session_id}")
+    return report

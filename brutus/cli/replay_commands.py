@@ -1,0 +1,76 @@
+"""``brutus replay FILE`` (the main job) and ``brutus demo`` (the same on a sample that ships with brutus)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .app import db_option, json_option, open_store, print_json
+
+__all__ = ["register"]
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(replay)
+    cli.add_command(demo)  # replaces the first `demo` (which wrote two canned turns)
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--context-limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Replay under a context of N tokens (default: the session's model's limit).")
+@click.option("--model", default=None, metavar="M", help="Take the limits of model M (default: the session's model).")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE.png",
+              help="Also draw the context curve into a PNG (needs matplotlib: pip install 'brutus[plot]').")
+@db_option
+@json_option
+def replay(file: Path, context_limit: int | None, model: str | None, plot: Path | None, db: str | None,
+           as_json: bool) -> None:
+    """Replay a recorded session (OpenCode export JSON or Claude Code JSONL) through the store as a live agent
+    would: message by message, tools pending → running → done, under the model's context limit, pruning and
+    compacting when it overflows. Prints the prunes, the compactions and the context curve."""
+    from ..replay import load_recording, replay as run_replay, replay_limits
+    from ..summarizers import default_summarizer
+    from .chart import require_matplotlib, write_png
+    from .replay_output import print_report, progress
+
+    if plot is not None:
+        require_matplotlib()
+    recording = load_recording(file)  # read and checked before the database is opened
+    model, limits = replay_limits(recording.history, context_limit=context_limit, model=model)
+    store = open_store(db)
+    try:
+        with progress(f"replaying {file.name}") as on_step:
+            report = run_replay(
+                store,
+                recording.history,
+                limits=limits,
+                model=model,
+                summarizer=default_summarizer(),
+                title=recording.title,
+                directory=recording.directory,
+                source=str(file),
+                on_step=on_step,
+            )
+    finally:
+        store.close()
+    if plot is not None:
+        write_png(report, plot)
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+        return
+    print_report(report)
+    if plot is not None:
+        click.echo(f"context curve drawn in {plot}")
+
+
+@click.command()
+@db_option
+@json_option
+def demo(db: str | None, as_json: bool) -> None:
+    """Replay the sample session that ships with brutus (a real OpenCode session) under a 36,000-token
+    context, on the default SQLite database, and print what pruning and compaction did."""
+    from .demo import run_demo
+
+    run_demo(open_store(db), as_json=as_json)
