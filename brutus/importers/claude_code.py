@@ -2,10 +2,11 @@
 
 Rules:
 
-- One file is one session, id ``ses_<sessionId>``. Lines are taken in file order (the ``uuid`` /
-  ``parentUuid`` chain of each line is kept in its message's ``metadata["claude_code"]``). Message and part
-  ids are derived from the line uuids and tool call ids, prefixed with the session's first 8 characters, so
-  they are stable across imports and do not clash with a resumed session that copied the same lines.
+- One file is one session, id ``ses_<sessionId>`` (a file with only ``summary`` lines makes none). Lines
+  are taken in file order (the ``uuid`` / ``parentUuid`` chain of each line is kept in its message's
+  ``metadata["claude_code"]``). Message and part ids are derived from the line uuids and tool call ids,
+  prefixed with the session's first 8 characters, so they are stable across imports and do not clash with
+  a resumed session that copied the same lines.
 - A user line becomes a user message with its text (and image → file) blocks; ``isMeta`` lines are
   ``synthetic``. Its ``tool_result`` blocks are not a message: each completes the tool part of the
   ``tool_use`` it names (``is_error`` → an ``error`` state), with the line's ``toolUseResult`` as the
@@ -13,9 +14,9 @@ Rules:
 - Assistant lines that share ``message.id`` are one message: their blocks become parts in order (text →
   text, thinking → reasoning with its signature, tool_use → tool) and the usage is counted once, from the
   last line (each streamed line repeats the input and cache counts; output_tokens grows). ``finish`` comes
-  from ``stop_reason`` (end_turn → stop, tool_use → tool-calls, max_tokens → length); when no line has one,
-  it is tool-calls if the message called tools, else stop. An assistant message's parent is the last user
-  message before it.
+  from ``stop_reason`` (end_turn → stop, tool_use → tool-calls, max_tokens → length, another reason as it
+  is); when no line has one, it is tool-calls if the message called tools, else stop. An assistant
+  message's parent is the last user message before it.
 - A compaction (an ``isCompactSummary`` user line, after a ``compact_boundary`` system line when there is
   one) becomes a user message holding a ``compaction`` part and an assistant summary message (summary,
   finish "stop", mode and agent "compaction", its parent that user message, the summary as text), so that

@@ -293,7 +293,8 @@ class SessionBuilder:
     def _message(self, draft: _Draft, session_id: str) -> MessageWithParts:
         fields = dict(draft.fields)
         if draft.role == "assistant" and not fields.get("summary"):
-            fields["finish"] = FINISH.get(draft.stop_reason or "") or ("tool-calls" if draft.called_tools else "stop")
+            reason = draft.stop_reason
+            fields["finish"] = FINISH.get(reason, reason) if reason else "tool-calls" if draft.called_tools else "stop"
             fields["tokens"] = _tokens(draft.usage)
         try:
             message = Message(

@@ -81,8 +81,8 @@ def plan_opencode(export: JSON, *, name: str, session_exists: SessionExists) -> 
     if parent_id is not None and not (isinstance(parent_id, str) and session_exists(parent_id)):
         stash["parentID"] = parent_id
         parent_id = None
-    if history and info.get("time") != session_time([e.info for e in history]):
-        stash["time"] = info.get("time")
+    if history and "time" in info and info["time"] != session_time([e.info for e in history]):
+        stash["time"] = info["time"]
     if stash and history:
         first = history[0].info
         first.metadata = with_extras(first.metadata, {"session": stash})
