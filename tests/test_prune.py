@@ -8,9 +8,9 @@ from corpus_helpers import corpus_files, load_export
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brutus import prune as prune_module
+from brutus import pruning as prune_module
 from brutus.models import CompactionConfig, MessageWithParts, PruneResult, ToolPart
-from brutus.prune import PruneCandidate, PrunePlan, plan_prune, prune
+from brutus.pruning import PruneCandidate, PrunePlan, plan_prune, prune
 from brutus.tokens import estimate_tokens
 
 NOW = 1_750_000_000_000

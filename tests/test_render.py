@@ -26,7 +26,7 @@ from brutus.models import (
     SubtaskPart,
     ToolPart,
 )
-from brutus.prune import prune
+from brutus.pruning import prune
 from brutus.render import (
     CLEARED_TOOL_OUTPUT,
     COMPACTION_PROMPT,

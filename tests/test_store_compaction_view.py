@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, event, text
 
 from brutus import CompactionConfig, SessionStore
 from brutus.history import filter_compacted
-from brutus.prune import prune
+from brutus.pruning import prune
 
 from builders import Msg, Tool, histories, write_history
 
