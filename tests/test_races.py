@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from brutus import SessionStore
-from brutus.prune import prune as pure_prune
+from brutus.pruning import prune as pure_prune
 
 from builders import Msg, Tool, write_history
 from integrity import integrity_problems
