@@ -30,6 +30,8 @@ from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, make_engine, redact
 from .db.migrate import check_schema, upgrade
 from .db.statements import Op, Step
+from .errors import InvalidInput
+from .maintenance import GcResult
 from .models import (
     CompactionConfig,
     CompactionRecord,
@@ -245,3 +247,23 @@ class AsyncSessionStore:
     async def compactions(self, session_id: str) -> list[CompactionRecord]:
         """The compaction markers of a session, oldest first (pending, completed and failed)."""
         return await self._run(list_compactions(session_id), write=False)
+
+    # -- maintenance ----------------------------------------------------------------------------------------------
+
+    async def gc(self, before: int, *, dry_run: bool = False) -> GcResult:
+        """``SessionStore.gc``. VACUUM needs a connection outside any transaction, which the async drivers'
+        adapters do not hand out; gc is rare maintenance, so the sync implementation runs in a worker thread."""
+        if self._batch.get() is not None:
+            raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
+        url = self.engine.url.render_as_string(hide_password=False)
+        return await asyncio.to_thread(_gc, url, before, dry_run, self.clock)
+
+
+def _gc(url: str, before: int, dry_run: bool, clock: Clock) -> GcResult:
+    from .store import SessionStore
+
+    store = SessionStore(make_engine(sync_url(url)), url=redact(url), clock=clock)
+    try:
+        return store.gc(before, dry_run=dry_run)
+    finally:
+        store.close()

@@ -368,3 +368,21 @@ def test_parse_before() -> None:
     assert parse_before("12h", now=now) == int((now - timedelta(hours=12)).timestamp() * 1000)
     with pytest.raises(click.BadParameter):
         parse_before("yesterday")
+
+
+def test_async_store_gc_is_the_same_gc(store_url: str) -> None:
+    import asyncio
+
+    from brutus.async_store import AsyncSessionStore
+
+    store = SessionStore.open(store_url)
+    _, ids = gc_session(store)
+    store.close()
+
+    async def collect() -> Any:
+        async with await AsyncSessionStore.open(store_url) as async_store:
+            return await async_store.gc(parse_before("2000-01-01"))
+
+    result = asyncio.run(collect())
+    assert (result.parts, result.vacuumed) == (1, True)
+    assert output_ids(store_url) == {ids["new"], ids["kept"]}
