@@ -81,7 +81,7 @@ def prune(session_id: str, dry_run: bool, db: str | None, as_json: bool) -> None
     """Prune a session's old tool outputs (seed 004: protect the newest 40K tokens, prune only above 20K):
     they are marked, kept in the database, and render as a placeholder."""
     from ..models import CompactionConfig
-    from ..prune import prune as plan_on_view
+    from ..pruning import prune as plan_on_view
     from .maintenance_output import print_prune
 
     store = open_store(db)
