@@ -1,0 +1,177 @@
+"""OpenAI Agents' sessions (package ``openai-agents``): ``SQLiteSession`` and ``SQLAlchemySession`` on aiosqlite.
+
+Runs in /tmp/peers-openai-agents (see setup.sh). A turn is its four Responses input items; "per item" stores
+each with its own ``add_items([item])`` call (a commit each), "per turn" stores the four in one call, as its
+Runner does. Both run in WAL mode with ``synchronous=NORMAL`` (brutus's setting); ``SQLiteSession`` ships with
+WAL and SQLite's default ``synchronous=FULL``, measured too as "as shipped".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    ITEMS_PER_TURN,
+    OUTPUT,
+    REPLY,
+    TOOL,
+    TOOL_INPUT,
+    call_id,
+    emit,
+    peer_args,
+    serve_async,
+    sqlite_bytes,
+    timed_async,
+    user_text,
+)
+from agents import SQLiteSession
+from agents.extensions.memory import SQLAlchemySession
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import create_async_engine
+
+VERSIONS = {name: version(name) for name in ("openai-agents", "sqlalchemy", "aiosqlite")}
+
+
+def turn_items(i: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": user_text(i)},
+        {
+            "type": "function_call",
+            "id": f"fc_{i}",
+            "call_id": call_id(i),
+            "name": TOOL,
+            "arguments": json.dumps(TOOL_INPUT),
+            "status": "completed",
+        },
+        {"type": "function_call_output", "call_id": call_id(i), "output": OUTPUT},
+        {
+            "type": "message",
+            "id": f"msg_{i}",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": REPLY, "annotations": []}],
+        },
+    ]
+
+
+class NormalSyncSQLiteSession(SQLiteSession):
+    """``SQLiteSession`` with ``synchronous=NORMAL`` added to its WAL setup."""
+
+    @staticmethod
+    def _configure_connection(conn: sqlite3.Connection) -> None:
+        SQLiteSession._configure_connection(conn)
+        conn.execute("PRAGMA synchronous = NORMAL")
+
+
+class Store:
+    """One way of storing sessions in one SQLite file."""
+
+    def __init__(self, label: str, path: Path, kind: str) -> None:
+        self.label, self.path, self.kind = label, path, kind
+        self.engine = None
+        if kind == "sqlalchemy":
+            self.engine = create_async_engine(f"sqlite+aiosqlite:///{path}")
+
+            @event.listens_for(self.engine.sync_engine, "connect")
+            def _normal(dbapi_connection: Any, _record: Any) -> None:
+                cursor = dbapi_connection.cursor()
+                cursor.execute("PRAGMA journal_mode = WAL")
+                cursor.execute("PRAGMA synchronous = NORMAL")
+                cursor.close()
+
+    def session(self, session_id: str) -> Any:
+        if self.kind == "sqlalchemy":
+            return SQLAlchemySession(session_id, engine=self.engine, create_tables=True)
+        cls = SQLiteSession if self.kind == "shipped" else NormalSyncSQLiteSession
+        return cls(session_id, db_path=self.path)
+
+    async def close(self) -> None:
+        if self.engine is not None:
+            await self.engine.dispose()
+
+
+def stores(tmp: Path) -> list[Store]:
+    return [
+        Store("OpenAI Agents SQLiteSession", tmp / "oa_sqlite.db", "normal"),
+        Store("OpenAI Agents SQLiteSession, as shipped (synchronous=FULL)", tmp / "oa_sqlite_full.db", "shipped"),
+        Store("OpenAI Agents SQLAlchemySession (aiosqlite)", tmp / "oa_sqlalchemy.db", "sqlalchemy"),
+    ]
+
+
+def synchronous_of(store: Store, session: Any) -> int:
+    if store.kind == "sqlalchemy":
+        return 1  # set by the connect listener above
+    conn = session._get_connection()
+    return conn.execute("PRAGMA synchronous").fetchone()[0]
+
+
+async def append(args: Any) -> None:
+    """Serve append rounds (see ``serve_async``) for every store, per item and per turn."""
+    contenders, synchronous = {}, {}
+    for store in stores(Path(args.tmp)):
+        per_item, per_turn = store.session("per-item"), store.session("per-turn")
+
+        async def item_by_item(i: int, session: Any = per_item) -> None:
+            for item in turn_items(i):
+                await session.add_items([item])
+
+        async def whole_turn(i: int, session: Any = per_turn) -> None:
+            await session.add_items(turn_items(i))
+
+        contenders[f"{store.label}|item"] = item_by_item
+        contenders[f"{store.label}|turn"] = whole_turn
+        synchronous[store.label] = synchronous_of(store, per_turn)
+    await serve_async(contenders, {"peer": "openai-agents", "versions": VERSIONS, "synchronous": synchronous})
+
+
+async def grow(session: Any, start: int, items: int) -> None:
+    for i in range(start // ITEMS_PER_TURN, items // ITEMS_PER_TURN):
+        await session.add_items(turn_items(i))
+
+
+async def load(store: Store, args: Any) -> dict[str, Any]:
+    session = store.session("load")
+    await grow(session, 0, args.items)
+    got = await session.get_items()
+    assert len(got) == args.items, (len(got), args.items)
+    result = {"items": args.items, "load": await timed_async(session.get_items, repeats=args.repeats)}
+    if hasattr(session, "close"):
+        session.close()
+    return result
+
+
+async def scaling(store: Store, args: Any) -> dict[str, Any]:
+    session = store.session("scaling")
+    points, done = [], 0
+    for size in sorted(int(s) for s in args.sizes.split(",")):
+        await grow(session, done, size)
+        done = size
+        timing = await timed_async(session.get_items, repeats=args.repeats)
+        points.append({"items": size, "load_ms": timing["median"], "db_bytes": sqlite_bytes(store.path)})
+    if hasattr(session, "close"):
+        session.close()
+    return {"points": points}
+
+
+async def main() -> None:
+    args = peer_args()
+    if args.task == "append":
+        await append(args)
+        return
+    task = {"load": load, "scaling": scaling}[args.task]
+    results = {}
+    for store in stores(Path(args.tmp)):
+        if store.kind == "shipped":
+            continue  # loading does not depend on synchronous
+        results[store.label] = await task(store, args)
+        await store.close()
+    emit("openai-agents", VERSIONS, results)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
