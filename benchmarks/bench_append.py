@@ -1,0 +1,209 @@
+"""Append one agent turn on SQLite (WAL, synchronous=NORMAL): brutus, raw sqlite3 and the peers.
+
+brutus writes the turn as a live agent does (``workload.agent_step``: 8 calls), with a commit per call and
+inside ``store.batch()`` (one commit). The limit is raw ``sqlite3`` sending exactly the statements brutus
+sent for the same turn (captured at the driver, replayed with fresh ids on a fresh session each turn), with
+the same commits. The peers store the same turn as four items: one call per item (a commit each) and one
+call per turn; each runs in its own virtualenv as a ``PeerServer``. The rounds of brutus, raw and every
+peer alternate, so a noisy neighbour hits all alike; a figure is the median over rounds of the mean ms per
+turn in a round.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import Any
+
+from harness import Config, Goal, PeerServer, Section, Table, peer_servers, ratio, summary
+from peers._common import ITEMS_PER_TURN
+from workload import agent_step, open_sqlite, raw_connection, recorded, recording_store, replayer
+
+NAME = "append"
+PEER_BASE = "OpenAI Agents SQLiteSession"
+
+
+def interleaved(
+    contenders: dict[str, Callable[[int], Any]], servers: list[PeerServer], *, turns: int, rounds: int, warmup: int = 5
+) -> dict[str, dict[str, Any]]:
+    """Rounds of ``turns`` turns of each contender, then of each peer's, in turn; ms per turn per round,
+    summarized. The peers warm up on their own before they report ready."""
+    counters = {name: iter(range(10**9)) for name in contenders}
+    for name, turn in contenders.items():
+        for _ in range(warmup):
+            turn(next(counters[name]))
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, turn in contenders.items():
+            start = time.perf_counter()
+            for _ in range(turns):
+                turn(next(counters[name]))
+            samples[name].append((time.perf_counter() - start) * 1000 / turns)
+        for server in servers:
+            for name, ms in server.round(turns).items():
+                samples.setdefault(name, []).append(ms)
+    return {name: summary(s) for name, s in samples.items()}
+
+
+def raw_contenders(
+    cfg: Config, total: int
+) -> tuple[dict[str, Callable[[int], Any]], dict[str, Any], sqlite3.Connection]:
+    """The raw sqlite3 replays of brutus's statements for one turn, per call and in one batch."""
+    path = cfg.workdir(NAME) / "raw.db"
+    store = recording_store(path)
+    with recorded() as creating:
+        template = store.create_session().id
+    with recorded() as per_call:
+        per_call_ids = agent_step(store, template, 0)
+    batched_session = store.create_session().id
+    with recorded() as batched:
+        with store.batch():
+            batched_ids = agent_step(store, batched_session, 0)
+    store.close()
+
+    conn = raw_connection(path)
+    create = replayer(conn, creating)
+    sessions = {mode: [f"ses_raw_{mode}_{k:06d}" for k in range(total)] for mode in ("call", "batch")}
+    for mode in sessions:
+        for session_id in sessions[mode]:
+            create({template: session_id})
+
+    def contender(mode: str, recording: Any, session_id: str, ids: list[str]) -> Callable[[int], None]:
+        replay = replayer(conn, recording)
+        fresh = sessions[mode]
+
+        def turn(i: int) -> None:
+            mapping = {session_id: fresh[i]}
+            for n, old in enumerate(ids):
+                mapping[old] = f"{old[:4]}raw{mode}{i:07d}{n}"
+            replay(mapping)
+
+        return turn
+
+    contenders = {
+        "raw_call": contender("call", per_call, template, per_call_ids),
+        "raw_batch": contender("batch", batched, batched_session, batched_ids),
+    }
+    shape = {
+        "per_call": {"statements": per_call.statements, "commits": per_call.commits},
+        "batch": {"statements": batched.statements, "commits": batched.commits},
+        "captured": [c[1] for c in per_call.calls if c[0] == "sql"],
+    }
+    return contenders, shape, conn
+
+
+def run(cfg: Config) -> Section:
+    turns, rounds = cfg.pick(100, 40, 10), cfg.pick(9, 5, 2)
+    work = cfg.workdir(NAME)
+    total = 5 + turns * rounds
+
+    store = open_sqlite(work / "brutus.db")
+    per_call_session = store.create_session().id
+    batch_session = store.create_session().id
+
+    def in_batch(i: int) -> None:
+        with store.batch():
+            agent_step(store, batch_session, i)
+
+    raw, shape, conn = raw_contenders(cfg, total)
+    servers = peer_servers(cfg, work / "peers")
+    try:
+        measured = interleaved(
+            {"brutus_call": lambda i: agent_step(store, per_call_session, i), "brutus_batch": in_batch, **raw},
+            servers,
+            turns=turns,
+            rounds=rounds,
+        )
+    finally:
+        for server in servers:
+            server.close()
+    written = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    expected = 2 * (2 * total + 2)  # both modes, and the two recorded turns
+    if written != expected:
+        raise AssertionError(f"the raw replay wrote {written} messages, expected {expected}")
+    conn.close()
+    store.close()
+
+    ms = {key: value["median"] for key, value in measured.items()}
+    peers = sorted({key.split("|")[0] for key in measured if "|" in key}, key=lambda label: label != PEER_BASE)
+    base_one, base_item = ms.get(f"{PEER_BASE}|turn"), ms.get(f"{PEER_BASE}|item")
+
+    columns = ["store, how", "commits/turn", "ms/turn", "ms/item", "vs raw", f"vs {PEER_BASE}"]
+    one = Table("append one agent turn (4 items), one commit per turn - SQLite WAL, synchronous=NORMAL", columns)
+    one.add(
+        "brutus, the 8 calls in store.batch()",
+        shape["batch"]["commits"],
+        ms["brutus_batch"],
+        ms["brutus_batch"] / ITEMS_PER_TURN,
+        ratio(ms["brutus_batch"], ms["raw_batch"]),
+        ratio(ms["brutus_batch"], base_one),
+    )
+    one.add(
+        "raw sqlite3, brutus's statements",
+        shape["batch"]["commits"],
+        ms["raw_batch"],
+        ms["raw_batch"] / ITEMS_PER_TURN,
+        1.0,
+        ratio(ms["raw_batch"], base_one),
+    )
+    each = Table("append one agent turn (4 items), a commit per call / per item", columns)
+    each.add(
+        "brutus, 8 calls, a commit each",
+        shape["per_call"]["commits"],
+        ms["brutus_call"],
+        ms["brutus_call"] / ITEMS_PER_TURN,
+        ratio(ms["brutus_call"], ms["raw_call"]),
+        ratio(ms["brutus_call"], base_item),
+    )
+    each.add(
+        "raw sqlite3, brutus's statements",
+        shape["per_call"]["commits"],
+        ms["raw_call"],
+        ms["raw_call"] / ITEMS_PER_TURN,
+        1.0,
+        ratio(ms["raw_call"], base_item),
+    )
+    for label in peers:
+        one_ms, item_ms = ms[f"{label}|turn"], ms[f"{label}|item"]
+        one.add(
+            f"{label}, 4 items per call",
+            1,
+            one_ms,
+            one_ms / ITEMS_PER_TURN,
+            ratio(one_ms, ms["raw_batch"]),
+            ratio(one_ms, base_one),
+        )
+        each.add(
+            f"{label}, 1 item per call",
+            ITEMS_PER_TURN,
+            item_ms,
+            item_ms / ITEMS_PER_TURN,
+            ratio(item_ms, ms["raw_call"]),
+            ratio(item_ms, base_item),
+        )
+    one.notes.append(
+        f"brutus sends {shape['batch']['statements']} statements per turn in a batch and "
+        f"{shape['per_call']['statements']} "
+        "with a commit per call (captured at the driver); raw sqlite3 replays exactly those"
+    )
+    one.notes.append(f"median of {rounds} rounds x {turns} turns; the rounds of brutus, raw and every peer alternate")
+    if not peers:
+        one.notes.append("peers not run (--no-peers, or not set up)")
+
+    goals = [
+        Goal(f"brutus batch() turn <= 1.0x {PEER_BASE} add_items(turn)", ratio(ms["brutus_batch"], base_one), 1.0),
+        Goal(
+            f"brutus per item (commit per call) <= 1.0x {PEER_BASE} per item", ratio(ms["brutus_call"], base_item), 1.0
+        ),
+        Goal("brutus commit per call <= 2x raw sqlite3", ratio(ms["brutus_call"], ms["raw_call"]), 2.0),
+        Goal("brutus batch() <= 2x raw sqlite3", ratio(ms["brutus_batch"], ms["raw_batch"]), 2.0),
+    ]
+    data = {
+        "turns": turns,
+        "rounds": rounds,
+        "ms_per_turn": measured,
+        "shape": shape,
+        "peers": {server.name: {k: server.info[k] for k in ("versions", "synchronous")} for server in servers},
+    }
+    return Section(NAME, [one, each], goals, data)

@@ -1,0 +1,145 @@
+"""Load: the full history of 4,000 items against the peers, and the model's view of ever longer sessions.
+
+- Full history: a session of 1,000 turns (4,000 items) read back whole: brutus ``messages()`` against each
+  peer's ``get_items()`` / ``messages`` / ``thread_messages()`` on the same turns.
+- Flatness: ``filter_compacted`` + ``to_anthropic`` on sessions of 1K, 10K and 100K messages (20K at most
+  with --quick) whose last completed boundary is 200 messages back: the cost should follow the view, not the
+  history (goal: the largest within 2x of 1K).
+- Boundary write: appending a compaction (its part, then the finished summary) on a session with no earlier
+  boundary, which makes the store look for the newest boundary in the whole history.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from harness import Config, Goal, Section, Table, peer_results, ratio, timed
+from peers._common import ITEMS_PER_TURN
+from workload import build_compacted, build_plain, open_sqlite, write_compaction, write_turns
+
+from brutus import SessionStore, to_anthropic
+
+NAME = "load"
+
+
+def full_history(cfg: Config, repeats: int) -> tuple[Table, list[Goal], dict]:
+    items = cfg.pick(4000, 4000, 400)
+    work = cfg.workdir(NAME)
+    store = open_sqlite(work / "full.db")
+    session_id = store.create_session().id
+    write_turns(store, session_id, 0, items // ITEMS_PER_TURN)
+    loaded = store.messages(session_id)
+    parts = sum(len(m.parts) for m in loaded)
+    brutus = {
+        "messages()": timed(lambda: store.messages(session_id), repeats=repeats),
+        "filter_compacted() (no boundary: the same messages)": timed(
+            lambda: store.filter_compacted(session_id), repeats=repeats
+        ),
+    }
+    store.close()
+    peers = peer_results(cfg, "load", work / "peers", items=items, repeats=repeats)
+    base = brutus["messages()"]["median"]
+    table = Table(
+        f"load the full history: {items:,} items ({items // ITEMS_PER_TURN:,} turns)",
+        ["store, call", "ms", "vs brutus messages()"],
+    )
+    for label, result in brutus.items():
+        table.add(f"brutus {label}", result["median"], ratio(result["median"], base))
+    for label, result in sorted(peers.items(), key=lambda kv: kv[1]["load"]["median"]):
+        table.add(label, result["load"]["median"], ratio(result["load"]["median"], base))
+    table.notes.append(
+        f"brutus: {len(loaded):,} messages with {parts:,} parts (the tool output is 2,000 bytes a turn); "
+        f"median of {repeats}"
+    )
+    fastest = min((r["load"]["median"] for r in peers.values()), default=None)
+    goals = [Goal("brutus messages() on 4,000 items <= 1.0x the fastest peer", ratio(base, fastest), 1.0)]
+    return table, goals, {"items": items, "brutus": brutus, "peers": peers}
+
+
+def measure_view(store: SessionStore, session_id: str, repeats: int) -> dict[str, Any]:
+    """filter_compacted, to_anthropic, and the two together, on one session."""
+    view = store.filter_compacted(session_id)
+    return {
+        "view_messages": len(view),
+        "anthropic_messages": len(to_anthropic(view)["messages"]),
+        "filter_compacted": timed(lambda: store.filter_compacted(session_id), repeats=repeats),
+        "to_anthropic": timed(lambda: to_anthropic(view), repeats=repeats),
+        "both": timed(lambda: to_anthropic(store.filter_compacted(session_id)), repeats=repeats),
+    }
+
+
+def flatness(cfg: Config, repeats: int) -> tuple[Table, list[Goal], dict]:
+    sizes = cfg.pick([1000, 10_000, 100_000], [1000, 10_000, 20_000], [400, 1000])
+    work = cfg.workdir(NAME)
+    path = work / "flat.db"
+    store = open_sqlite(path)
+    rows, data = [], {}
+    for size in sizes:
+        started = time.perf_counter()
+        session_id = build_compacted(store, path, size)
+        built = time.perf_counter() - started
+        result = {"build_s": round(built, 2), **measure_view(store, session_id, repeats)}
+        data[size] = result
+        rows.append((size, result))
+    store.close()
+    base = data[sizes[0]]["both"]["median"]
+    table = Table(
+        "the model's view of a long session: filter_compacted + to_anthropic, boundary 200 messages back",
+        ["messages in session", "view", "filter_compacted ms", "to_anthropic ms", "both ms", f"vs {sizes[0]:,}"],
+    )
+    for size, result in rows:
+        both = result["both"]["median"]
+        table.add(
+            f"{size:,}",
+            result["view_messages"],
+            result["filter_compacted"]["median"],
+            result["to_anthropic"]["median"],
+            both,
+            ratio(both, base),
+        )
+    table.notes.append(
+        f"median of {repeats}; sessions built in {', '.join(str(data[s]['build_s']) + ' s' for s in sizes)} "
+        "(bulk copies of API-written turns)"
+    )
+    goals = [
+        Goal(
+            f"view of {sizes[-1]:,} messages <= 2x the view of {sizes[0]:,}",
+            ratio(data[sizes[-1]]["both"]["median"], base),
+            2.0,
+        )
+    ]
+    return table, goals, data
+
+
+def boundary_write(cfg: Config) -> tuple[Table, dict]:
+    sizes = cfg.pick([1000, 2000, 4000], [1000, 2000], [200])
+    work = cfg.workdir(NAME)
+    path = work / "boundary.db"
+    store = open_sqlite(path)
+    table = Table(
+        "write the first compaction boundary (compaction part + finished summary) at the end of a session",
+        ["messages before it", "ms", f"vs {sizes[0]:,}"],
+    )
+    data = {}
+    for size in sizes:
+        session_id = build_plain(store, path, size)
+        started = time.perf_counter()
+        write_compaction(store, session_id)
+        data[size] = (time.perf_counter() - started) * 1000
+        table.add(f"{size:,}", data[size], ratio(data[size], data[sizes[0]]))
+    store.close()
+    table.notes.append(
+        "one sample each; a session with an earlier boundary near its end is not measured here "
+        "(the flatness sessions have one every 500 messages)"
+    )
+    return table, data
+
+
+def run(cfg: Config) -> Section:
+    repeats = cfg.pick(7, 5, 2)
+    full_table, full_goals, full = full_history(cfg, repeats)
+    flat_table, flat_goals, flat = flatness(cfg, cfg.pick(11, 9, 2))
+    write_table, writes = boundary_write(cfg)
+    data = {"repeats": repeats, "full_history": full, "view": flat, "boundary_write_ms": writes}
+    return Section(NAME, [full_table, flat_table, write_table], full_goals + flat_goals, data)
