@@ -1,0 +1,31 @@
+"""The benchmark suite runs: ``benchmarks/run.py --smoke --only append --no-peers`` exits 0 and writes valid
+JSON. Timings are never asserted; the peers' virtualenvs are not needed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RUN = Path(__file__).resolve().parent.parent / "benchmarks" / "run.py"
+
+
+@pytest.mark.slow
+def test_append_benchmark_runs_and_writes_json(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(RUN), "--smoke", "--only", "append", "--no-peers", "--results", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((tmp_path / "append.json").read_text())
+    assert result["benchmark"] == "append" and result["mode"] == "smoke"
+    figures = result["data"]["ms_per_turn"]
+    assert set(figures) == {"brutus_call", "brutus_batch", "raw_call", "raw_batch"}
+    assert all(figure["median"] > 0 for figure in figures.values())
+    assert [goal["goal"] for goal in result["goals"]]  # every goal is reported, measured or not
+    assert "brutus, 8 calls, a commit each" in done.stdout
