@@ -80,8 +80,9 @@ class MessageRow(Base):
     __table_args__ = (
         # "the messages of a session from seq X on": an index range scan.
         UniqueConstraint("session_id", "seq"),
-        # finding compaction boundaries without walking the history
-        Index(None, "session_id", "summary"),
+        # finding compaction boundaries without walking the history: the summaries of a session after a
+        # seq are a range scan (0002; without seq SQLite's boundary query was quadratic in the history)
+        Index(None, "session_id", "summary", "seq"),
     )
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
