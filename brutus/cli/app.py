@@ -42,26 +42,11 @@ def cli() -> None:
     """brutus: the compaction-aware session store behind a long-running coding agent."""
 
 
-@cli.command()
-@db_option
-@json_option
-def demo(db: str | None, as_json: bool) -> None:
-    """Write a small sample agent session into the store and print it."""
-    from .demo import run_demo
+# The commands live in their own modules and register themselves on `cli`.
+from . import db_commands, io_commands, maintenance_commands, replay_commands, session_commands  # noqa: E402
 
-    run_demo(open_store(db), as_json=as_json)
-
-
-from . import db_commands, session_commands  # noqa: E402  (commands register themselves on `cli`)
-
-db_commands.register(cli)
-session_commands.register(cli)
-from . import io_commands  # noqa: E402
-io_commands.register(cli)
-from . import maintenance_commands, replay_commands  # noqa: E402
-
-maintenance_commands.register(cli)
-replay_commands.register(cli)
+for _module in (db_commands, session_commands, io_commands, maintenance_commands, replay_commands):
+    _module.register(cli)
 
 
 def main(argv: list[str] | None = None) -> int:

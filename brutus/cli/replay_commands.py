@@ -13,7 +13,7 @@ __all__ = ["register"]
 
 def register(cli: click.Group) -> None:
     cli.add_command(replay)
-    cli.add_command(demo)  # replaces the first `demo` (which wrote two canned turns)
+    cli.add_command(demo)
 
 
 @click.command()
