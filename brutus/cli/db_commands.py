@@ -23,23 +23,27 @@ def _engine(url: str | None):
     return url, make_engine(url)
 
 
+def _migrate(db: str | None, direction: str, revision: str) -> None:
+    from ..db import migrate
+    from ..store import translate_errors
+
+    _, engine = _engine(db)
+    try:
+        with translate_errors():
+            getattr(migrate, direction)(engine, revision)
+            with engine.connect() as conn:
+                current = migrate.current_revision(conn)
+    finally:
+        engine.dispose()
+    click.echo(f"database at revision {current or 'base'}")
+
+
 @db.command()
 @db_option
 @click.option("--revision", default="head", show_default=True, help="Target revision.")
 def upgrade(db: str | None, revision: str) -> None:
     """Upgrade the database schema in place (to the newest revision by default)."""
-    from ..db import migrate
-    from ..store import translate_errors
-
-    url, engine = _engine(db)
-    try:
-        with translate_errors():
-            migrate.upgrade(engine, revision)
-            with engine.connect() as conn:
-                current = migrate.current_revision(conn)
-    finally:
-        engine.dispose()
-    click.echo(f"database at revision {current}")
+    _migrate(db, "upgrade", revision)
 
 
 @db.command()
@@ -47,18 +51,7 @@ def upgrade(db: str | None, revision: str) -> None:
 @click.argument("revision")
 def downgrade(db: str | None, revision: str) -> None:
     """Downgrade the schema to REVISION ('base' removes every brutus table: their data is lost)."""
-    from ..db import migrate
-    from ..store import translate_errors
-
-    url, engine = _engine(db)
-    try:
-        with translate_errors():
-            migrate.downgrade(engine, revision)
-            with engine.connect() as conn:
-                current = migrate.current_revision(conn)
-    finally:
-        engine.dispose()
-    click.echo(f"database at revision {current or 'base'}")
+    _migrate(db, "downgrade", revision)
 
 
 def _status(db: str | None) -> dict:
