@@ -30,6 +30,7 @@ ESC = "\ue000"
 MAX_JSON_DEPTH = 256
 _NEEDS_ESCAPE = re.compile("[\x00\ue000\ud800-\udfff]")
 _ESCAPED = re.compile("\ue000(\ue000|0|s[0-9a-f]{4})")
+_ASCII_ESC, _ASCII_ESC_UPPER = "\\ue000", "\\uE000"  # the escape character as a JSON \u escape
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -127,6 +128,6 @@ def loads_json(text: str | bytes) -> Any:
     if isinstance(text, bytes):
         text = text.decode("utf-8")
     value = json.loads(text)
-    if ESC in text:
+    if ESC in text or _ASCII_ESC in text or _ASCII_ESC_UPPER in text:  # JSON another client wrote as \ue000
         value = _walk(value, decode_text)
     return value
