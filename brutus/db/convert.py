@@ -101,7 +101,13 @@ def part_tokens(part: Part) -> int:
 def part_data(part: Part) -> Any:
     """The ``parts.data`` JSON of a part: the type's own fields (a tool's state lives in ``tool_states``)."""
     exclude = _TOOL_FIELDS if part.type == "tool" else _OWN_FIELDS
-    return encode_json(part.model_dump(mode="json", exclude=exclude, exclude_none=True))
+    try:
+        # Python mode, not mode="json": pydantic's JSON mode mangles dict keys holding lone surrogates (and
+        # refuses nested ones); encode_json checks the value is JSON and escapes what the backends refuse.
+        dumped = part.model_dump(exclude=exclude, exclude_none=True)
+    except ValueError as exc:  # pydantic refuses nesting past its own limit (about 255 levels)
+        raise InvalidInput(f"invalid part: {exc}") from None
+    return encode_json(dumped)
 
 
 def token_columns(tokens: TokenCounts | None) -> dict[str, int]:
