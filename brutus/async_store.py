@@ -35,6 +35,7 @@ from .maintenance import GcResult
 from .models import (
     CompactionConfig,
     CompactionRecord,
+    CompactionResult,
     Message,
     MessageWithParts,
     Part,
@@ -244,6 +245,66 @@ class AsyncSessionStore:
         20K), from stored estimates, in one transaction. The output text is kept."""
         return await self._run(ops.prune_session(session_id, config or CompactionConfig(), now=self.clock()))
 
+    async def compact(
+        self,
+        session_id: str,
+        summarizer: Any = None,
+        *,
+        trigger: str = "manual",
+        instructions: str | None = None,
+        hooks: Any = None,
+        config: CompactionConfig | None = None,
+    ) -> CompactionResult:
+        """``SessionStore.compact`` for asyncio: the same flow (``brutus.compaction.engine``), the summarizer's
+        ``asummarize`` (``anthropic.AsyncAnthropic`` for ``AnthropicSummarizer``). A task cancelled mid-way
+        leaves the session as a crash would: the view as before, the pending marker resolved by the next
+        compaction."""
+        from .compaction.engine import Summarize, Tx, compaction_flow
+        from .compaction.locks import async_compaction_lock
+        from .compaction.plan import asummarize_with_fallbacks
+        from .summarizers import default_summarizer
+
+        summarizer = summarizer or default_summarizer()
+        flow = compaction_flow(
+            ops.check_id("session", session_id),
+            trigger=trigger,
+            instructions=instructions,
+            hooks=hooks,
+            config=config or CompactionConfig(),
+            clock=self.clock,
+        )
+        with translate_errors():
+            async with async_compaction_lock(self.engine, session_id):
+                action = next(flow)
+                while True:
+                    try:
+                        if isinstance(action, Tx):
+                            outcome = await self._run(action.op, write=action.write)
+                        else:
+                            assert isinstance(action, Summarize)
+                            outcome = await asummarize_with_fallbacks(summarizer, action.request)
+                    except asyncio.CancelledError:
+                        flow.close()  # as a crash: nothing more is written, the marker stays pending
+                        raise
+                    except BaseException as exc:
+                        try:
+                            action = flow.throw(exc)
+                        except StopIteration as stop:
+                            return stop.value
+                        continue
+                    try:
+                        action = flow.send(outcome)
+                    except StopIteration as stop:
+                        return stop.value
+
+    async def run_tiers(self, session_id: str, summarizer: Any = None, config: Any = None) -> Any:
+        """``SessionStore.run_tiers``: the tiered compaction (several summarizer calls, each between its own
+        transactions) runs on the sync store in a worker thread, so the event loop is never blocked."""
+        if self._batch.get() is not None:
+            raise InvalidInput("run_tiers cannot run inside store.batch(): each summary commits on its own")
+        url = self.engine.url.render_as_string(hide_password=False)
+        return await asyncio.to_thread(_run_tiers, url, session_id, summarizer, config, self.clock)
+
     async def compactions(self, session_id: str) -> list[CompactionRecord]:
         """The compaction markers of a session, oldest first (pending, completed and failed)."""
         return await self._run(list_compactions(session_id), write=False)
@@ -257,6 +318,16 @@ class AsyncSessionStore:
             raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
         url = self.engine.url.render_as_string(hide_password=False)
         return await asyncio.to_thread(_gc, url, before, dry_run, self.clock)
+
+
+def _run_tiers(url: str, session_id: str, summarizer: Any, config: Any, clock: Clock) -> Any:
+    from .store import SessionStore
+
+    store = SessionStore(make_engine(sync_url(url)), url=redact(url), clock=clock)
+    try:
+        return store.run_tiers(session_id, summarizer, config)
+    finally:
+        store.close()
 
 
 def _gc(url: str, before: int, dry_run: bool, clock: Clock) -> GcResult:

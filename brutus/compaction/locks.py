@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, text
 
 from ..errors import CompactionInProgress
 
-__all__ = ["advisory_key", "compaction_lock", "lock_file"]
+__all__ = ["advisory_key", "async_compaction_lock", "compaction_lock", "lock_file"]
 
 
 def advisory_key(session_id: str) -> int:
@@ -82,3 +83,24 @@ def _file_lock(database: str, session_id: str) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+@asynccontextmanager
+async def async_compaction_lock(engine: Any, session_id: str) -> AsyncIterator[None]:
+    """``compaction_lock`` for an ``AsyncEngine``: the advisory lock through the async driver; on SQLite the
+    same non-blocking ``flock`` (a system call that never waits)."""
+    if engine.dialect.name != "postgresql":
+        with _file_lock(engine.url.database or "", session_id):
+            yield
+        return
+    key = advisory_key(session_id)
+    async with engine.connect() as connection:
+        got = (await connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar()
+        await connection.commit()
+        if not got:
+            raise CompactionInProgress(f"session {session_id} is being compacted by another caller")
+        try:
+            yield
+        finally:
+            await connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+            await connection.commit()

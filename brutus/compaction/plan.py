@@ -33,6 +33,8 @@ __all__ = [
     "post_tokens",
     "prepare",
     "stall_reason",
+    "asummarize_with_fallbacks",
+    "fallback_summary",
     "summarize_with_fallbacks",
 ]
 
@@ -96,8 +98,6 @@ def ended_turn(history: list[MessageWithParts]) -> bool:
 
 def summarize_with_fallbacks(summarizer: Any, request: Any) -> tuple[Any, str | None]:
     """The summary and which fallback wrote it (None: the summarizer itself)."""
-    from ..summarizers import ExtractiveSummarizer, Summary, truncation_summary
-
     try:
         summary = summarizer.summarize(request)
         if summary.text.strip():
@@ -105,6 +105,31 @@ def summarize_with_fallbacks(summarizer: Any, request: Any) -> tuple[Any, str | 
         log.warning("summarizer returned an empty summary; using the extractive summary")
     except Exception as exc:  # noqa: BLE001  never crash: any summarizer failure falls back
         log.warning("summarizer failed (%s: %s); using the extractive summary", type(exc).__name__, exc)
+    return fallback_summary(summarizer, request)
+
+
+async def asummarize_with_fallbacks(summarizer: Any, request: Any) -> tuple[Any, str | None]:
+    """``summarize_with_fallbacks`` for asyncio: ``asummarize`` when the summarizer has it, else its sync
+    ``summarize`` in a worker thread, so the event loop never blocks. Cancellation propagates."""
+    import asyncio
+
+    try:
+        if hasattr(summarizer, "asummarize"):
+            summary = await summarizer.asummarize(request)
+        else:
+            summary = await asyncio.to_thread(summarizer.summarize, request)
+        if summary.text.strip():
+            return summary, None
+        log.warning("summarizer returned an empty summary; using the extractive summary")
+    except Exception as exc:  # noqa: BLE001  (CancelledError is a BaseException: it goes through)
+        log.warning("summarizer failed (%s: %s); using the extractive summary", type(exc).__name__, exc)
+    return fallback_summary(summarizer, request)
+
+
+def fallback_summary(summarizer: Any, request: Any) -> tuple[Any, str]:
+    """The extractive summary, else seed 000's truncation text (both offline and quick)."""
+    from ..summarizers import ExtractiveSummarizer, Summary, truncation_summary
+
     if not isinstance(summarizer, ExtractiveSummarizer):
         try:
             summary = ExtractiveSummarizer().summarize(request)
