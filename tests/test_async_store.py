@@ -276,6 +276,7 @@ async def hostile(s: Any) -> None:
         deep = [deep]
     await raises(InvalidInput, s.append_message("ses_h", "user", metadata={"deep": deep}))
     await raises(BrutusError, s.append_message("ses_h", "user", metadata={"x": float("nan")}))
+    await raises(BrutusError, s.append_part("msg_h", {"type": "text", "text": "t", "metadata": {"x": object()}}))
     await s.messages("ses_h")
     await s.get_session("ses_h")
 
