@@ -11,7 +11,10 @@
 - the boundary cache (``sessions.boundary_*``) and ``store.filter_compacted`` agree with the pure
   ``brutus.history`` rules over the full history;
 - compaction markers: a known status; a completed one points at its own compaction user message and the
-  completed summary answering it, and no two completed markers share a message.
+  completed summary answering it, and no two completed markers share a message;
+- and whatever ``brutus check`` (``brutus.db.check_ops.check_database``) reports, but for markers left
+  pending: a writer killed mid-compaction leaves one until the next compaction closes it (test_crash checks
+  that itself).
 
 ``dump(engine, session_id)`` is every row of one session (or of the whole database), in primary-key order,
 JSON decoded, for before/after comparisons.
@@ -25,6 +28,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select, text
 
 from brutus.codec import decode_text
+from brutus.db.check_ops import check_database
 from brutus.db.tables import CompactionRow, MessageRow, PartRow, SessionRow, ToolOutputRow, ToolStateRow
 from brutus.history import completed_compactions, filter_compacted
 from brutus.store import SessionStore
@@ -176,6 +180,8 @@ def integrity_problems(store: SessionStore, sessions: list[str] | None = None) -
         boundary = history[done[-1].user_index].info.id if done else None
         if s.boundary_message_id != boundary:
             problems.append(f"session {session_id}: boundary_message_id {s.boundary_message_id}, the rules say {boundary}")
+    report = store._run(check_database(), write=False)  # as `brutus check` runs it
+    problems += [f"brutus check: {p.kind} {p.session_id} {p.row_id}: {p.detail}" for p in report.problems if p.kind != "pending-compaction"]
     return problems
 
 

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import MetaData, create_engine, select
+from sqlalchemy import MetaData, create_engine, null, select
 from sqlalchemy.engine import Engine
 
 DATA = Path(__file__).with_name("data") / "migrations"
@@ -78,8 +78,8 @@ def load_rows(url: str, tables: dict[str, list[dict[str, Any]]]) -> None:
                 rows = tables[name]
                 if name == "sessions":  # parents first
                     rows = sorted(rows, key=lambda r: r["parent_id"] is not None)
-                for row in rows:
-                    conn.execute(metadata.tables[name].insert().values(**row))
+                for row in rows:  # None is SQL NULL, never the JSON text 'null' (as brutus writes it)
+                    conn.execute(metadata.tables[name].insert().values(**{k: null() if v is None else v for k, v in row.items()}))
     finally:
         engine.dispose()
 

@@ -295,6 +295,36 @@ def test_part_json_keys_with_lone_surrogates_round_trip(store: SessionStore) -> 
     assert _loaded_part(store, session_id, part.id).metadata == metadata
 
 
+@pytest.mark.parametrize("status", ["pending", "running"])
+def test_a_tool_part_appended_with_an_early_output_can_still_complete(store: SessionStore, status: str) -> None:
+    """Found by the fuzz: ``append_part`` stores an output given with a pending or running state (``update_tool``
+    refuses one: "only a completed tool has an output"), and completing the part later then fails on the
+    existing ``tool_outputs`` row ("refused by the database: UNIQUE constraint failed"). Either refusing the
+    output up front or replacing it on completion passes."""
+    session_id, _, reply_id, _ = _base(store)
+    try:
+        part = store.append_part(reply_id, {"type": "tool", "call_id": "early", "tool": "bash", "state": {"status": status, "output": "early"}})
+    except InvalidInput:
+        return
+    if status == "pending":
+        store.update_tool(part.id, status="running")
+    store.update_tool(part.id, status="completed", output="final")
+    assert _loaded_part(store, session_id, part.id).state.output == "final"
+
+
+def test_export_keeps_json_keys_with_lone_surrogates(store: SessionStore) -> None:
+    """The exporter dumps parts with pydantic's JSON mode, which turns a dict key holding a lone surrogate
+    into U+FFFD characters (brutus/exporters.py, ``part.model_dump(mode="json", ...)``)."""
+    from brutus.exporters import export_opencode
+
+    session_id, _, reply_id, _ = _base(store)
+    metadata = {"k\ud800": 1}
+    store.append_part(reply_id, {"type": "text", "text": "x", "metadata": metadata})
+    exported = export_opencode(store, session_id)
+    texts = [p for m in exported["messages"] for p in m["parts"] if p.get("type") == "text"]
+    assert texts[0]["metadata"] == metadata
+
+
 def test_a_claude_code_entry_with_a_non_string_uuid_is_refused(store: SessionStore, tmp_path: Path) -> None:
     """Found by the fuzz: ``TypeError: unhashable type: 'list'`` from brutus/importers/claude_code.py
     (``plan_claude_code``: ``uuids = {e.get("uuid") for _, e in conversation}``)."""
