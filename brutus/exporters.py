@@ -124,7 +124,7 @@ def _message_info(message: Message, session_id: str, extras: JSON, metadata: JSO
 
 
 def _part(part: Part, session_id: str, message_id: str, extras: JSON | None) -> JSON:
-    data: dict[str, Any] = part.model_dump(mode="json", exclude_none=True, exclude=_PART_OWN)
+    data: dict[str, Any] = part.model_dump(exclude_none=True, exclude=_PART_OWN)  # python mode: JSON mode mangles keys holding lone surrogates
     data = {_PART_RENAMES.get(key, key): value for key, value in data.items()}
     if part.type == "text":
         for flag in ("synthetic", "ignored"):

@@ -311,6 +311,8 @@ def append_part(message_id: Any, part: Any, *, now: int) -> Op:
 
 def _tool_values(part: ToolPart, now: int) -> dict[str, Any]:
     state = part.state
+    if state.status != "completed" and state.output is not None:
+        raise InvalidInput(f"a {state.status} tool part has no output yet: only a completed tool has one")
     if state.status == "completed" and state.output is None:
         raise InvalidInput("a completed tool part needs an output (use '' for none)")
     if state.status == "error" and not state.error:

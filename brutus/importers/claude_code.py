@@ -50,6 +50,10 @@ def plan_claude_code(entries: list[Entry], *, name: str) -> list[ImportedSession
     conversation = [(n, e) for n, e in entries if e.get("type") in _CONVERSATION]
     if not conversation:
         return []
+    for number, entry in conversation:
+        for key in ("uuid", "parentUuid"):
+            if entry.get(key) is not None and not isinstance(entry[key], str):
+                raise ImportFormatError(f"{name}: line {number}: {key} must be a string")
     session_uuid = next((e["sessionId"] for _, e in conversation if isinstance(e.get("sessionId"), str)), None)
     if session_uuid is None:
         raise ImportFormatError(f"{name}: no line names its sessionId")
@@ -58,7 +62,11 @@ def plan_claude_code(entries: list[Entry], *, name: str) -> list[ImportedSession
     results = _tool_results(conversation)
     groups = _by_chain(conversation)
     uuids = {e.get("uuid") for _, e in conversation}
-    summaries = {e.get("leafUuid"): e.get("summary") for _, e in entries if e.get("type") == "summary"}
+    summaries = {
+        e["leafUuid"]: e.get("summary")
+        for _, e in entries
+        if e.get("type") == "summary" and isinstance(e.get("leafUuid"), str)
+    }
     title = next((t for leaf, t in summaries.items() if leaf in uuids and isinstance(t, str)), None)
     tasks = _task_calls(conversation)
     sessions: list[ImportedSession] = []
