@@ -134,6 +134,8 @@ class AsyncSessionStore:
                         current = op.send(fetch(result, current.fetch))
                 except StopIteration as stop:
                     return stop.value
+                finally:
+                    op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
 
     @asynccontextmanager
     async def batch(self) -> AsyncIterator[AsyncSessionStore]:

@@ -31,7 +31,7 @@ from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
 from .models import CompactionConfig, CompactionRecord, CompactionResult, Message, MessageWithParts, Part, PruneResult, Session, TokenCounts, ToolPart
 
-__all__ = ["SessionStore", "fetch", "translate_errors"]
+__all__ = ["SessionStore", "fetch", "translate", "translate_errors"]
 
 Clock = Callable[[], int]
 
@@ -42,7 +42,7 @@ def _now_ms() -> int:
 
 def fetch(result: Any, how: str) -> Any:
     """Materialize a statement's result the way its ``Step`` asked."""
-    if how == "all":
+    if how == "all" or how == "raw":
         return result.all()
     if how == "first":
         return result.first()
@@ -56,25 +56,36 @@ def translate_errors() -> Iterator[None]:
     """Turn SQLAlchemy / driver exceptions into ``BrutusError``s."""
     try:
         yield
-    except BrutusError:
-        raise
-    except IntegrityError as exc:
-        raise InvalidInput(f"refused by the database: {_reason(exc)}") from exc
-    except OperationalError as exc:
+    except Exception as exc:
+        translated = translate(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def translate(exc: Exception) -> Exception:
+    """The ``BrutusError`` for a SQLAlchemy or driver exception; any other exception as it is."""
+    if isinstance(exc, BrutusError):
+        return exc
+    if isinstance(exc, IntegrityError):
+        return InvalidInput(f"refused by the database: {_reason(exc)}")
+    if isinstance(exc, OperationalError):
         reason = _reason(exc)
         if "locked" in reason or "busy" in reason:
-            raise DatabaseBusy(f"database busy: {reason}") from exc
-        raise DatabaseError(f"database error: {reason}") from exc
-    except (DBAPIError, SQLAlchemyError) as exc:
-        raise DatabaseError(f"database error: {_reason(exc)}") from exc
-    except sqlite3.IntegrityError as exc:  # the SQLite fast path runs on the driver directly
-        raise InvalidInput(f"refused by the database: {exc}") from exc
-    except sqlite3.OperationalError as exc:
+            return DatabaseBusy(f"database busy: {reason}")
+        return DatabaseError(f"database error: {reason}")
+    if isinstance(exc, (DBAPIError, SQLAlchemyError)):
+        return DatabaseError(f"database error: {_reason(exc)}")
+    # the SQLite fast path runs on the driver directly
+    if isinstance(exc, sqlite3.IntegrityError):
+        return InvalidInput(f"refused by the database: {exc}")
+    if isinstance(exc, sqlite3.OperationalError):
         if "locked" in str(exc) or "busy" in str(exc):
-            raise DatabaseBusy(f"database busy: {exc}") from exc
-        raise DatabaseError(f"database error: {exc}") from exc
-    except sqlite3.Error as exc:
-        raise DatabaseError(f"database error: {exc}") from exc
+            return DatabaseBusy(f"database busy: {exc}")
+        return DatabaseError(f"database error: {exc}")
+    if isinstance(exc, sqlite3.Error):
+        return DatabaseError(f"database error: {exc}")
+    return exc
 
 
 def _reason(exc: SQLAlchemyError) -> str:
@@ -159,30 +170,56 @@ class SessionStore:
                 dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
                     yield dbapi
+                    dbapi.execute("COMMIT")
                 except BaseException:
                     if dbapi.in_transaction:
                         dbapi.execute("ROLLBACK")
                     raise
-                dbapi.execute("COMMIT")
                 return
             options = WRITE if write else {}
             with self.engine.connect().execution_options(**options) as connection:
                 with connection.begin():
                     yield connection
 
-    def _execute(self, connection: Any, current: Step) -> Any:
-        if self._fast is not None:
-            return self._fast.execute(connection, current.statement, current.params, current.fetch)
-        return fetch(connection.execute(current.statement, current.params), current.fetch)
-
     def _run(self, op: Op, *, write: bool = True) -> Any:
-        with self._connection(write) as connection, translate_errors():
+        if self._fast is None:
+            with self._connection(write) as connection, translate_errors():
+                return self._drive(connection, op)
+        # SQLite: the same as above, spelled out (this runs some ten times per agent step).
+        try:
+            active = self._batch.get()
+            if active is not None:
+                return self._drive(active, op)
+            dbapi = self._driver_connection()
+            dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
-                current: Step = next(op)
+                value = self._drive(dbapi, op)
+                dbapi.execute("COMMIT")
+            except BaseException:
+                if dbapi.in_transaction:
+                    dbapi.execute("ROLLBACK")
+                raise
+            return value
+        except Exception as exc:
+            translated = translate(exc)
+            if translated is exc:
+                raise
+            raise translated from exc
+
+    def _drive(self, connection: Any, op: Op) -> Any:
+        """Run ``op``'s steps on ``connection``; its return value."""
+        try:
+            current: Step = next(op)
+            if self._fast is not None:
+                fast = self._fast.execute
                 while True:
-                    current = op.send(self._execute(connection, current))
-            except StopIteration as stop:
-                return stop.value
+                    current = op.send(fast(connection, *current))
+            while True:
+                current = op.send(fetch(connection.execute(current.statement, current.params), current.fetch))
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
 
     @contextmanager
     def batch(self) -> Iterator[SessionStore]:

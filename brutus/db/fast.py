@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import JSON, Boolean
@@ -41,8 +42,19 @@ def _bool_out(value: Any) -> Any:
     return None if value is None else bool(value)
 
 
+def _no_args(params: Any) -> tuple[()]:
+    return ()
+
+
+def _one_arg(name: str) -> Callable[[dict[str, Any]], tuple[Any]]:
+    def args(params: dict[str, Any]) -> tuple[Any]:
+        return (params[name],)
+
+    return args
+
+
 class _Plan:
-    __slots__ = ("sql", "names", "defaults", "json_params", "converters", "row_type")
+    __slots__ = ("sql", "names", "defaults", "json_params", "converters", "row_type", "args")
 
     def __init__(self, statement: Executable, dialect: Dialect, keys: Sequence[str]) -> None:
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
@@ -65,18 +77,26 @@ class _Plan:
             elif isinstance(column.type, Boolean):
                 self.converters.append((index, _bool_out))
         self.row_type: Any = None
+        # ``args(params)``: the positional parameters. Most statements need no defaults and no JSON: a getter.
+        self.args: Callable[[Any], tuple[Any, ...]]
+        if self.defaults or self.json_params:
+            self.args = self._converted_args
+        elif not self.names:
+            self.args = _no_args
+        elif len(self.names) == 1:
+            self.args = _one_arg(self.names[0])
+        else:
+            self.args = itemgetter(*self.names)
 
-    def args(self, params: dict[str, Any] | None) -> tuple[Any, ...]:
-        values = dict(self.defaults)
-        if params:
-            values.update(params)
-        out = []
-        for name in self.names:
-            value = values[name]
-            if name in self.json_params and value is not None:
-                value = dumps_json(value)
-            out.append(value)
-        return tuple(out)
+    def _converted_args(self, params: dict[str, Any] | None) -> tuple[Any, ...]:
+        values = {**self.defaults, **params} if params else self.defaults
+        json_params = self.json_params
+        return tuple(
+            [
+                dumps_json(value) if name in json_params and value is not None else value
+                for name, value in zip(self.names, map(values.__getitem__, self.names))
+            ]
+        )
 
     def rows(self, cursor: Any, raw: list[tuple[Any, ...]]) -> list[Any]:
         if self.row_type is None:
@@ -121,23 +141,20 @@ class FastSQLite:
                 return cursor.rowcount if fetch == "rowcount" else None
             finally:
                 cursor.close()
-        plan = self._plan(statement, tuple(params) if params else ())
-        cursor = dbapi.cursor()
+        plan = self._plans.get((id(statement), tuple(params) if params else ()))
+        if plan is None:
+            plan = self._plan(statement, tuple(params) if params else ())
+        cursor = dbapi.execute(plan.sql, plan.args(params))
         try:
-            cursor.execute(plan.sql, plan.args(params))
+            if fetch == "raw":
+                return cursor.fetchall()
             if fetch == "all":
                 return plan.rows(cursor, cursor.fetchall())
             if fetch == "first":
                 row = cursor.fetchone()
-                if row is None:
-                    cursor.fetchall()  # finish the statement (RETURNING)
-                    return None
-                cursor.fetchall()  # finish the statement so its changes are complete
-                return plan.rows(cursor, [row])[0]
-            if fetch == "rowcount":
-                cursor.fetchall()
-                return cursor.rowcount
+                cursor.fetchall()  # finish the statement (RETURNING) so its changes are complete
+                return None if row is None else plan.rows(cursor, [row])[0]
             cursor.fetchall()
-            return None
+            return cursor.rowcount if fetch == "rowcount" else None
         finally:
             cursor.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import re
-from collections import defaultdict
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,6 +22,7 @@ from ..pruning import PruneCandidate, plan_prune
 from ..toolstate import check_transition
 from ..tokens import estimate_json_tokens, estimate_tokens
 from .convert import (
+    build_history,
     construct,
     message_from_row,
     part_data,
@@ -234,7 +234,9 @@ def append_message(session_id: Any, role: str, fields: dict[str, Any], *, now: i
     yield step(st.INSERT_MESSAGE, values)
     if values["summary"] and values["finish"] is not None:
         yield from refresh_boundary(session_id)
-    return message.model_copy(update={"seq": values["seq"]})
+    message.__dict__["seq"] = values["seq"]  # the message is this call's own (model_copy costs more)
+    message.__pydantic_fields_set__.add("seq")
+    return message
 
 
 def finish_message(
@@ -396,22 +398,29 @@ def update_tool(
     yield step(st.UPDATE_PART_TOKENS, {"b_pid": part_id, "b_tokens": tokens, "b_now": now})
     if tokens != current.tokens:
         yield step(st.ADD_MESSAGE_TOKENS, {"b_mid": current.message_id, "b_delta": tokens - current.tokens})
-    return ToolPart.model_construct(
-        id=part_id,
-        session_id=current.session_id,
-        message_id=current.message_id,
-        type="tool",
-        call_id=text_out(current.call_id),
-        tool=text_out(current.tool),
-        state=ToolState.model_construct(
-            status=status,
-            input=new_input if new_input is not None else {},
-            output=output,
-            error=new_error,
-            title=new_title,
-            metadata=new_metadata,
-            time=ToolTime(start=started, end=ended, compacted=current.compacted_at),
-        ),
+    state = construct(
+        ToolState,
+        {
+            "status": status,
+            "input": new_input if new_input is not None else {},
+            "output": output,
+            "error": new_error,
+            "title": new_title,
+            "metadata": new_metadata,
+            "time": construct(ToolTime, {"start": started, "end": ended, "compacted": current.compacted_at}),
+        },
+    )
+    return construct(
+        ToolPart,
+        {
+            "id": part_id,
+            "session_id": current.session_id,
+            "message_id": current.message_id,
+            "type": "tool",
+            "call_id": text_out(current.call_id),
+            "tool": text_out(current.tool),
+            "state": state,
+        },
     )
 
 
@@ -425,43 +434,29 @@ def load_messages(session_id: Any, *, filtered: bool) -> Op:
     history), and the output of a pruned part is not read.
     """
     session_id = check_id("session", session_id)
-    session = yield step(st.SESSION_BOUNDARY, {"b_sid": session_id}, fetch="first")
-    if session is None:
-        raise NotFound("session", session_id)
-    if filtered and session.boundary_seq:
-        params = {"b_sid": session_id, "b_from_seq": session.boundary_seq}
-        message_rows = yield step(st.MESSAGES_FROM, params, fetch="all")
-        part_rows = yield step(st.PARTS_FROM, params, fetch="all") if message_rows else []
-    else:
-        params = {"b_sid": session_id}
-        message_rows = yield step(st.MESSAGES, params, fetch="all")
-        parts_query = st.PARTS_UNPRUNED if filtered else st.PARTS
-        part_rows = (yield step(parts_query, params, fetch="all")) if message_rows else []
-    # Building thousands of small objects triggers the cyclic GC again and again for nothing to collect.
+    # Reading and building thousands of small objects triggers the cyclic GC again and again for nothing to
+    # collect (a full collection each time the heap has grown by a quarter): it is paused for the load.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        by_message: dict[str, list[tuple[int, Part]]] = defaultdict(list)
-        for row in part_rows:
-            by_message[row.message_id].append((row.position, part_from_row(row)))
-        history = []
-        for row in message_rows:
-            parts = by_message.get(row.id)
-            if parts:
-                parts.sort(key=_by_position)
-            history.append(
-                construct(
-                    MessageWithParts, {"info": message_from_row(row), "parts": [p for _, p in parts] if parts else []}
-                )
-            )
-        return history
-    finally:
+        session = yield step(st.SESSION_BOUNDARY, {"b_sid": session_id}, fetch="first")
+        if session is None:
+            raise NotFound("session", session_id)
+        if filtered and session.boundary_seq:
+            params = {"b_sid": session_id, "b_from_seq": session.boundary_seq}
+            message_rows = yield step(st.MESSAGES_FROM, params, fetch="raw")
+            part_rows = (yield step(st.PARTS_FROM, params, fetch="raw")) if message_rows else []
+            tool_rows = None  # joined into part_rows
+        else:
+            params = {"b_sid": session_id}
+            message_rows = yield step(st.MESSAGES, params, fetch="raw")
+            part_rows = (yield step(st.SESSION_PARTS, params, fetch="raw")) if message_rows else []
+            tools_query = st.SESSION_TOOLS_UNPRUNED if filtered else st.SESSION_TOOLS
+            tool_rows = (yield step(tools_query, params, fetch="raw")) if part_rows else []
+        return build_history(message_rows, part_rows, tool_rows)
+    finally:  # also when the store closes the generator after a failed statement
         if collecting:
             gc.enable()
-
-
-def _by_position(item: tuple[int, Part]) -> int:
-    return item[0]
 
 
 def load_message(message_id: Any) -> Op:

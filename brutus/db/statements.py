@@ -13,8 +13,7 @@ construction or compilation. Parameter names never equal a column name of the ta
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import and_, bindparam, delete, func, insert, null, select, update
 from sqlalchemy.sql import Executable
@@ -37,11 +36,11 @@ __all__ = [
     "step",
 ]
 
-Fetch = Literal["all", "first", "rowcount", "none"]
+# "raw": rows as the driver gives them (SQLite fast path: plain tuples, JSON as text); read by position.
+Fetch = Literal["all", "raw", "first", "rowcount", "none"]
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):  # a tuple: built at C speed, some twenty times per agent step
     statement: Executable
     params: dict[str, Any] | list[dict[str, Any]] | None = None
     fetch: Fetch = "none"
@@ -128,9 +127,29 @@ def _b(name: str) -> Any:
     return bindparam(f"b_{name}")
 
 
-def _parts_by_session(outputs: Literal["all", "unpruned", "none"]) -> Any:
-    # No ORDER BY: sorting every row (outputs included) costs more than ordering each message's few parts.
-    return prebuilt(select_parts(outputs).where(P.c.session_id == _b("sid")))
+def _tool_rows_by_session(outputs: Literal["all", "unpruned"]) -> Any:
+    """A session's tool states with their outputs: the part id, then the tool columns of ``select_parts``."""
+    joined = T.c.part_id == O.c.part_id
+    if outputs == "unpruned":
+        joined = and_(joined, T.c.compacted_at.is_(None))
+    return prebuilt(
+        select(
+            T.c.part_id,
+            T.c.call_id,
+            T.c.tool,
+            T.c.status,
+            T.c.input,
+            T.c.title,
+            T.c.metadata.label("tool_meta"),
+            T.c.error.label("tool_error"),
+            T.c.started_at,
+            T.c.ended_at,
+            T.c.compacted_at,
+            O.c.output,
+        )
+        .select_from(T.outerjoin(O, joined))
+        .where(T.c.session_id == _b("sid"))
+    )
 
 
 # -- sessions
@@ -224,8 +243,14 @@ UPDATE_TOOL_STATE = prebuilt(
 )
 UPDATE_PART_TOKENS = prebuilt(update(P).where(P.c.id == _b("pid")).values(tokens=_b("tokens"), updated_at=_b("now")))
 PARTS_OF_MESSAGE = prebuilt(select_parts().where(P.c.message_id == _b("mid")).order_by(P.c.position))
-PARTS = _parts_by_session("all")
-PARTS_UNPRUNED = _parts_by_session("unpruned")
+# A whole session loads in two plain scans (parts, then tool states with outputs) rather than one join: the
+# join probes tool_states and tool_outputs for every text part. No ORDER BY: each message's few parts are
+# ordered in Python.
+SESSION_PARTS = prebuilt(
+    select(P.c.id, P.c.session_id, P.c.message_id, P.c.position, P.c.type, P.c.data).where(P.c.session_id == _b("sid"))
+)
+SESSION_TOOLS = _tool_rows_by_session("all")
+SESSION_TOOLS_UNPRUNED = _tool_rows_by_session("unpruned")
 PARTS_FROM = prebuilt(
     select_parts("unpruned")
     .join(M, M.c.id == P.c.message_id)

@@ -1,0 +1,174 @@
+"""The load path (``convert.build_history``) builds exactly what validating every row would build.
+
+``messages()`` and ``filter_compacted()`` construct models without validation, read rows by position and
+decode JSON a column at a time. These tests hold them to the reference: ``message_from_row`` /
+``part_from_row`` on SQLAlchemy rows, and full pydantic validation of every model, on the real corpus and on
+sessions full of hostile text, on both backends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from brutus import MessageWithParts, SessionStore, import_file
+from brutus.db import statements as st
+from brutus.db.convert import build_history, message_from_row, part_from_row
+
+CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
+FILES = sorted(p for p in CORPUS.glob("*/*") if p.suffix in (".json", ".jsonl"))
+HOSTILE = "nul\x00 lone\ud800 low\udfff esc\ue000 \ue0000 \ue000s0041 crlf\r\n emoji🤖 \\ue000 \\u0000"
+
+
+def reference(store: SessionStore, session_id: str) -> list[MessageWithParts]:
+    """The history as the validating row converters build it, from SQLAlchemy rows."""
+    with store.engine.connect() as connection:
+        messages = connection.execute(st.MESSAGES, {"b_sid": session_id}).all()
+        parts = connection.execute(
+            st.select_parts().where(st.P.c.session_id == session_id).order_by(st.P.c.message_id, st.P.c.position)
+        ).all()
+    by_message: dict[str, list[Any]] = {}
+    for row in parts:
+        by_message.setdefault(row.message_id, []).append(part_from_row(row))
+    return [
+        MessageWithParts.model_construct(info=message_from_row(row), parts=by_message.get(row.id, []))
+        for row in messages
+    ]
+
+
+def assert_same(loaded: list[MessageWithParts], expected: list[MessageWithParts]) -> None:
+    assert loaded == expected
+    for got, want in zip(loaded, expected):
+        # the same models, field order (model_dump order is export order) and set fields
+        assert list(got.info.__dict__) == list(want.info.__dict__)
+        assert got.info.model_fields_set == want.info.model_fields_set
+        for got_part, want_part in zip(got.parts, want.parts):
+            assert type(got_part) is type(want_part)
+            assert list(got_part.__dict__) == list(want_part.__dict__)
+            assert got_part.model_fields_set == want_part.model_fields_set, got_part.type
+        # and every model is valid: validating the dump rebuilds the same tree
+        assert MessageWithParts.model_validate(got.model_dump()) == got
+
+
+@pytest.fixture(scope="module")
+def corpus_store(tmp_path_factory: pytest.TempPathFactory) -> SessionStore:
+    store = SessionStore.open(f"sqlite:///{tmp_path_factory.mktemp('load') / 'corpus.db'}")
+    for path in FILES:
+        import_file(store, path)
+    yield store
+    store.close()
+
+
+@pytest.mark.slow
+def test_every_corpus_session_loads_as_the_validating_path_builds_it(corpus_store: SessionStore) -> None:
+    sessions = corpus_store.list_sessions()
+    assert len(sessions) >= 21
+    part_types = set()
+    for session in sessions:
+        loaded = corpus_store.messages(session.id)
+        assert_same(loaded, reference(corpus_store, session.id))
+        part_types |= {p.type for m in loaded for p in m.parts}
+    assert {"text", "tool", "reasoning", "step-start", "step-finish", "compaction"} <= part_types
+
+
+def hostile_session(store: SessionStore) -> str:
+    session_id = store.create_session(title=HOSTILE).id
+    user = store.append_message(session_id, "user", agent=HOSTILE, metadata={HOSTILE: [HOSTILE, 1]})
+    store.append_part(user.id, {"type": "text", "text": HOSTILE})
+    store.append_part(user.id, {"type": "text", "text": "plain", "synthetic": True, "time": {"start": 5}})
+    reply = store.append_message(
+        session_id, "assistant", parent_id=user.id, model_id=HOSTILE, mode="\ue000", provider_id="p\x00"
+    )
+    store.append_part(reply.id, {"type": "reasoning", "text": HOSTILE, "metadata": {"k": HOSTILE}})
+    store.append_part(reply.id, {"type": "reasoning", "text": "r", "time": {"start": 1, "end": 2}})
+    tool = store.append_part(
+        reply.id,
+        {"type": "tool", "call_id": HOSTILE, "tool": "bash", "state": {"status": "pending", "input": {HOSTILE: HOSTILE}}},
+    )
+    store.update_tool(tool.id, status="running", title=HOSTILE)
+    store.update_tool(tool.id, status="completed", output=HOSTILE * 3, metadata={"exit": 0, HOSTILE: HOSTILE})
+    failed = store.append_part(
+        reply.id, {"type": "tool", "call_id": "c2", "tool": "read", "state": {"status": "pending", "input": {}}}
+    )
+    store.update_tool(failed.id, status="error", error=HOSTILE)
+    store.append_part(reply.id, {"type": "step-finish", "reason": "stop", "tokens": {"input": 3}})
+    store.append_part(reply.id, {"type": "text", "text": "\ue000\ue000 twice"})
+    store.finish_message(reply.id, finish=HOSTILE, tokens={"input": 2**62, "cache": {"read": 7}}, error={"m": HOSTILE})
+    store.append_message(session_id, "user")  # a message without parts
+    return session_id
+
+
+def test_hostile_text_loads_exactly(store: SessionStore) -> None:
+    session_id = hostile_session(store)
+    loaded = store.messages(session_id)
+    assert_same(loaded, reference(store, session_id))
+    assert loaded[0].parts[0].text == HOSTILE
+    assert loaded[1].info.model_id == HOSTILE and loaded[1].info.mode == "\ue000"
+    tool = loaded[1].parts[2]
+    assert tool.call_id == HOSTILE and tool.state.input == {HOSTILE: HOSTILE} and tool.state.output == HOSTILE * 3
+    assert tool.state.metadata == {"exit": 0, HOSTILE: HOSTILE} and tool.state.title == HOSTILE
+    assert loaded[1].parts[3].state.error == HOSTILE
+    assert loaded[1].parts[5].text == "\ue000\ue000 twice"
+    assert loaded[1].info.error == {"m": HOSTILE} and loaded[1].info.tokens.input == 2**62
+    assert loaded[2].parts == []
+    assert store.filter_compacted(session_id) == loaded
+
+
+def test_json_columns_decode_alike_one_by_one_and_together() -> None:
+    # a JSON text with an escape written by another client, next to plain ones: decoded one by one
+    rows = [
+        ("p1", "s", "m", 0, "text", '{"text": "a"}'),
+        ("p2", "s", "m", 1, "text", '{"text": "\\ue000\\ue000b"}'),
+        ("p3", "s", "m", 2, "text", '{"text": "c", "synthetic": true}'),
+    ]
+    message = ("m", "s", 1, "user", None, None, None, None, None, 0, 0, None, None, 0.0, 0, 0, 0, 0, 0, None, 1, None)
+    built = build_history([message], rows, [])
+    assert [p.text for p in built[0].parts] == ["a", "\ue000b", "c"]
+    assert built[0].parts[2].synthetic is True and built[0].parts[2].model_fields_set >= {"synthetic"}
+    # a corrupt JSON text fails the load as it would one by one, instead of shifting values between rows
+    corrupt = [("p1", "s", "m", 0, "text", '{"text": "a"}, {"text": "b"}'), ("p2", "s", "m", 1, "text", '{"text": "c"}')]
+    with pytest.raises(ValueError):
+        build_history([message], corrupt, [])
+
+
+def test_a_pruned_output_is_not_read_by_filter_compacted(store: SessionStore) -> None:
+    session_id = store.create_session().id
+    user = store.append_message(session_id, "user")
+    store.append_part(user.id, {"type": "text", "text": "go"})
+    reply = store.append_message(session_id, "assistant", parent_id=user.id)
+    tool = store.append_part(
+        reply.id,
+        {"type": "tool", "call_id": "c", "tool": "bash", "state": {"status": "completed", "input": {}, "output": "big"}},
+    )
+    with store.batch():
+        from brutus.db.ops import mark_pruned
+
+        store._run(mark_pruned([tool.id], now=7))
+    full = store.messages(session_id)[1].parts[0]
+    view = store.filter_compacted(session_id)[1].parts[0]
+    assert full.state.output == "big" and full.state.time.compacted == 7
+    assert view.state.output is None and view.state.time.compacted == 7
+
+
+def test_a_failed_load_leaves_the_garbage_collector_running(tmp_path: Path) -> None:
+    import gc
+    import sqlite3
+
+    from brutus import DatabaseError
+
+    store = SessionStore.open(f"sqlite:///{tmp_path / 'gc.db'}")
+    session_id = hostile_session(store)
+    raw = sqlite3.connect(tmp_path / "gc.db")
+    raw.execute("PRAGMA foreign_keys = OFF")
+    raw.execute("DROP TABLE tool_outputs")  # the load's last query fails
+    raw.commit()
+    raw.close()
+    assert gc.isenabled()
+    with pytest.raises(DatabaseError) as failed:
+        store.messages(session_id)
+    assert "tool_outputs" in str(failed.value)
+    assert gc.isenabled()  # while the exception (and its traceback) is still held
+    store.close()
