@@ -18,6 +18,7 @@ from typing import Any
 from .errors import InvalidInput
 
 __all__ = [
+    "JSONText",
     "MAX_JSON_DEPTH",
     "decode_text",
     "dumps_json",
@@ -28,6 +29,16 @@ __all__ = [
 
 ESC = "\ue000"
 MAX_JSON_DEPTH = 256
+# json.dumps builds a new encoder per call when given options; one built once encodes the same text.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
+class JSONText(str):
+    """A JSON value ``encode_json`` has serialized already: ``dumps_json`` (the engines' serializer) passes it
+    through instead of serializing the value a second time."""
+
+    __slots__ = ()
+
 _NEEDS_ESCAPE = re.compile("[\x00\ue000\ud800-\udfff]")
 _ESCAPED = re.compile("\ue000(\ue000|0|s[0-9a-f]{4})")
 _ASCII_ESC, _ASCII_ESC_UPPER = "\\ue000", "\\uE000"  # the escape character as a JSON \u escape
@@ -82,7 +93,7 @@ def encode_json(value: Any) -> Any:
     if value is None:
         return None
     try:
-        dumped = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        dumped = _ENCODER.encode(value)
     except RecursionError:
         raise InvalidInput("JSON value is nested too deeply to store") from None
     except (TypeError, ValueError) as exc:
@@ -91,7 +102,7 @@ def encode_json(value: Any) -> Any:
         raise InvalidInput(f"JSON value is nested deeper than {MAX_JSON_DEPTH} levels")
     if "\\u0000" in dumped or _NEEDS_ESCAPE.search(dumped):
         return _walk(json.loads(dumped), encode_text)  # via loads: tuples become lists, keys strings
-    return value
+    return JSONText(dumped)
 
 
 def _nesting(dumped: str) -> int:
@@ -119,8 +130,10 @@ def _nesting(dumped: str) -> int:
 
 
 def dumps_json(value: Any) -> str:
-    """The engines' JSON serializer: values reach it already encoded."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    """The engines' JSON serializer: values reach it already encoded (``JSONText`` already serialized)."""
+    if type(value) is JSONText:
+        return value
+    return _ENCODER.encode(value)
 
 
 def loads_json(text: str | bytes) -> Any:

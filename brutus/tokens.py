@@ -36,11 +36,14 @@ def estimate_tokens(text: str | None) -> int:
     return -(-_utf8_len(text) // CHARS_PER_TOKEN)
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # built once: json.dumps builds one per call
+
+
 def estimate_json_tokens(value: Any) -> int:
     """The estimate of a JSON value as the model would see it serialized (tool inputs, metadata)."""
     if value is None or value == {}:
         return 0
-    return estimate_tokens(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return estimate_tokens(_COMPACT.encode(value))
 
 
 @runtime_checkable

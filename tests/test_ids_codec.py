@@ -42,3 +42,19 @@ json_values = st.recursive(
 @given(json_values)
 def test_json_codec_round_trips(value) -> None:
     assert loads_json(dumps_json(encode_json(value))) == value
+
+
+def test_encode_json_serializes_once_and_dumps_json_passes_it_through() -> None:
+    import json
+
+    from brutus.codec import JSONText
+
+    value = {"command": "ls -la", "n": [1, 2.5, None, True], "漢字": "🤖"}
+    encoded = encode_json(value)
+    assert type(encoded) is JSONText and encoded == json.dumps(value, ensure_ascii=False)
+    assert dumps_json(encoded) is encoded  # not serialized a second time (as a JSON string)
+    assert loads_json(dumps_json(encoded)) == value
+    # text that must be escaped is walked, and serialized by dumps_json as before
+    escaped = encode_json({"k": "nul\x00"})
+    assert escaped == {"k": "nul\ue0000"} and loads_json(dumps_json(escaped)) == {"k": "nul\x00"}
+    assert encode_json(None) is None

@@ -153,7 +153,11 @@ class FastSQLite:
             if fetch == "first":
                 row = cursor.fetchone()
                 cursor.fetchall()  # finish the statement (RETURNING) so its changes are complete
-                return None if row is None else plan.rows(cursor, [row])[0]
+                if row is None:
+                    return None
+                if plan.row_type is not None and not plan.converters:
+                    return plan.row_type._make(row)
+                return plan.rows(cursor, [row])[0]
             cursor.fetchall()
             return cursor.rowcount if fetch == "rowcount" else None
         finally:

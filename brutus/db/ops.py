@@ -274,7 +274,7 @@ def finish_message(
 
 def append_part(message_id: Any, part: Any, *, now: int) -> Op:
     message_id = check_id("message", message_id)
-    part = validate_part(part)
+    given, part = part, validate_part(part)
     part_id = check_id("part", part.id, new=True) if part.id is not None else new_id("part", now)
     data = part_data(part)
     tool_values = _tool_values(part, now) if part.type == "tool" else None  # validates before estimating
@@ -308,7 +308,12 @@ def append_part(message_id: Any, part: Any, *, now: int) -> Op:
             yield step(st.INSERT_TOOL_OUTPUT, dict(part_id=part_id, output=output))
     if part.type == "compaction":
         yield from refresh_boundary(session_id)
-    return part.model_copy(update={"id": part_id, "session_id": session_id, "message_id": message_id})
+    placed = {"id": part_id, "session_id": session_id, "message_id": message_id}
+    if part is given:  # the caller's own model: give back a copy
+        return part.model_copy(update=placed)
+    part.__dict__.update(placed)  # built from the caller's dict by this call (model_copy costs more)
+    part.__pydantic_fields_set__.update(placed)
+    return part
 
 
 def _tool_values(part: ToolPart, now: int) -> dict[str, Any]:
