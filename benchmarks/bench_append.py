@@ -17,11 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from harness import Config, Goal, PeerServer, Section, Table, peer_servers, ratio, summary
-from peers._common import ITEMS_PER_TURN
+from peers._common import ITEMS_PER_TURN, checkpoint_truncate, wal_pages
 from workload import agent_step, open_sqlite, raw_connection, recorded, recording_store, replayer
 
 NAME = "append"
 PEER_BASE = "OpenAI Agents SQLiteSession"
+PAGES = "WAL pages/turn"
 
 
 def interleaved(
@@ -93,6 +94,33 @@ def raw_contenders(
     return contenders, shape, conn
 
 
+def brutus_pages(cfg: Config, turns: int = 100) -> dict[str, float]:
+    """Pages brutus writes to the WAL per turn, in ``store.batch()`` and with a commit per call: what a commit
+    costs grows with them (automatic checkpoints off while counting)."""
+    path = cfg.workdir(NAME) / "pages.db"
+    store = open_sqlite(path)
+    store._driver_connection().execute("PRAGMA wal_autocheckpoint = 0")  # the connection this thread writes on
+    session_id = store.create_session().id
+    pages = {}
+    for how, start in (("batch", 0), ("call", 10_000)):
+
+        def turn(i: int) -> None:
+            if how == "batch":
+                with store.batch():
+                    agent_step(store, session_id, i)
+            else:
+                agent_step(store, session_id, i)
+
+        for i in range(start, start + 20):  # warm: the tables and indexes exist past their first pages
+            turn(i)
+        checkpoint_truncate(path)
+        for i in range(start + 20, start + 20 + turns):
+            turn(i)
+        pages[how] = wal_pages(path) / turns
+    store.close()
+    return pages
+
+
 def run(cfg: Config) -> Section:
     turns, rounds = cfg.pick(100, 40, 10), cfg.pick(9, 5, 2)
     work = cfg.workdir(NAME)
@@ -125,15 +153,18 @@ def run(cfg: Config) -> Section:
     conn.close()
     store.close()
 
+    pages = brutus_pages(cfg, turns=cfg.pick(100, 100, 10))
+    peer_pages = {label: value for server in servers for label, value in server.info.get("wal_pages", {}).items()}
     ms = {key: value["median"] for key, value in measured.items()}
     peers = sorted({key.split("|")[0] for key in measured if "|" in key}, key=lambda label: label != PEER_BASE)
     base_one, base_item = ms.get(f"{PEER_BASE}|turn"), ms.get(f"{PEER_BASE}|item")
 
-    columns = ["store, how", "commits/turn", "ms/turn", "ms/item", "vs raw", f"vs {PEER_BASE}"]
+    columns = ["store, how", "commits/turn", PAGES, "ms/turn", "ms/item", "vs raw", f"vs {PEER_BASE}"]
     one = Table("append one agent turn (4 items), one commit per turn - SQLite WAL, synchronous=NORMAL", columns)
     one.add(
         "brutus, the 8 calls in store.batch()",
         shape["batch"]["commits"],
+        pages["batch"],
         ms["brutus_batch"],
         ms["brutus_batch"] / ITEMS_PER_TURN,
         ratio(ms["brutus_batch"], ms["raw_batch"]),
@@ -142,6 +173,7 @@ def run(cfg: Config) -> Section:
     one.add(
         "raw sqlite3, brutus's statements",
         shape["batch"]["commits"],
+        None,
         ms["raw_batch"],
         ms["raw_batch"] / ITEMS_PER_TURN,
         1.0,
@@ -151,6 +183,7 @@ def run(cfg: Config) -> Section:
     each.add(
         "brutus, 8 calls, a commit each",
         shape["per_call"]["commits"],
+        pages["call"],
         ms["brutus_call"],
         ms["brutus_call"] / ITEMS_PER_TURN,
         ratio(ms["brutus_call"], ms["raw_call"]),
@@ -159,6 +192,7 @@ def run(cfg: Config) -> Section:
     each.add(
         "raw sqlite3, brutus's statements",
         shape["per_call"]["commits"],
+        None,
         ms["raw_call"],
         ms["raw_call"] / ITEMS_PER_TURN,
         1.0,
@@ -169,6 +203,7 @@ def run(cfg: Config) -> Section:
         one.add(
             f"{label}, 4 items per call",
             1,
+            peer_pages.get(label, {}).get("turn"),
             one_ms,
             one_ms / ITEMS_PER_TURN,
             ratio(one_ms, ms["raw_batch"]),
@@ -177,6 +212,7 @@ def run(cfg: Config) -> Section:
         each.add(
             f"{label}, 1 item per call",
             ITEMS_PER_TURN,
+            peer_pages.get(label, {}).get("item"),
             item_ms,
             item_ms / ITEMS_PER_TURN,
             ratio(item_ms, ms["raw_call"]),
@@ -188,6 +224,11 @@ def run(cfg: Config) -> Section:
         "with a commit per call (captured at the driver); raw sqlite3 replays exactly those"
     )
     one.notes.append(f"median of {rounds} rounds x {turns} turns; the rounds of brutus, raw and every peer alternate")
+    one.notes.append(
+        f"{PAGES}: pages a turn adds to the write-ahead log with automatic checkpoints off, counted on a file of "
+        "its own (the raw replay writes brutus's statements, so brutus's pages); a checkpoint later copies them "
+        "into the database and syncs it, so a commit's cost grows with them"
+    )
     if not peers:
         one.notes.append("peers not run (--no-peers, or not set up)")
 
@@ -204,6 +245,7 @@ def run(cfg: Config) -> Section:
         "rounds": rounds,
         "ms_per_turn": measured,
         "shape": shape,
+        "wal_pages_per_turn": {"brutus": pages, **peer_pages},
         "peers": {server.name: {k: server.info[k] for k in ("versions", "synchronous")} for server in servers},
     }
     return Section(NAME, [one, each], goals, data)

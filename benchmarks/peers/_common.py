@@ -109,6 +109,27 @@ def timed(fn: Callable[[], Any], *, repeats: int, warmup: int = 1) -> dict[str, 
     return summary(samples)
 
 
+def wal_pages(path: str | os.PathLike[str]) -> int:
+    """The pages in the write-ahead log of the SQLite database at ``path`` (frames since the log restarted)."""
+    wal = f"{os.fspath(path)}-wal"
+    if not os.path.exists(wal) or os.path.getsize(wal) < 32:
+        return 0
+    with open(wal, "rb") as f:
+        page_size = int.from_bytes(f.read(32)[8:12], "big")
+    return (os.path.getsize(wal) - 32) // (page_size + 24)
+
+
+def checkpoint_truncate(path: str | os.PathLike[str]) -> None:
+    """Checkpoint the database at ``path`` and empty its write-ahead log (no transaction may be open on it)."""
+    conn = sqlite3.connect(path)
+    try:
+        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    finally:
+        conn.close()
+    if busy:
+        raise RuntimeError(f"could not checkpoint {path}: a transaction is open")
+
+
 def sqlite_bytes(path: str | os.PathLike[str]) -> int:
     """The size of a SQLite database file once its write-ahead log is checkpointed into it."""
     conn = sqlite3.connect(path)

@@ -17,6 +17,7 @@ from typing import Any
 
 from _common import (
     ITEMS_PER_TURN,
+    checkpoint_truncate,
     OUTPUT,
     REPLY,
     TOOL,
@@ -28,6 +29,7 @@ from _common import (
     sqlite_bytes,
     timed_async,
     user_text,
+    wal_pages,
 )
 from agents import SQLiteSession
 from agents.extensions.memory import SQLAlchemySession
@@ -66,6 +68,35 @@ class NormalSyncSQLiteSession(SQLiteSession):
     def _configure_connection(conn: sqlite3.Connection) -> None:
         SQLiteSession._configure_connection(conn)
         conn.execute("PRAGMA synchronous = NORMAL")
+
+
+class CountingSQLiteSession(NormalSyncSQLiteSession):
+    """``NormalSyncSQLiteSession`` with automatic checkpoints off, so its write-ahead log counts the pages written."""
+
+    @staticmethod
+    def _configure_connection(conn: sqlite3.Connection) -> None:
+        NormalSyncSQLiteSession._configure_connection(conn)
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+
+
+async def pages_per_turn(tmp: Path, turns: int = 100) -> dict[str, float]:
+    """Pages ``SQLiteSession`` writes to the WAL per turn: four items per call, and one item per call."""
+    path = tmp / "oa_pages.db"
+    session = CountingSQLiteSession("pages", db_path=path)
+    pages = {}
+    for how, start in (("turn", 0), ("item", 10_000)):
+        for i in range(start, start + 20):  # warm: the tables and indexes exist past their first pages
+            await session.add_items(turn_items(i))
+        checkpoint_truncate(path)
+        for i in range(start + 20, start + 20 + turns):
+            if how == "turn":
+                await session.add_items(turn_items(i))
+            else:
+                for item in turn_items(i):
+                    await session.add_items([item])
+        pages[how] = wal_pages(path) / turns
+    session.close()
+    return pages
 
 
 class Store:
@@ -126,7 +157,9 @@ async def append(args: Any) -> None:
         contenders[f"{store.label}|item"] = item_by_item
         contenders[f"{store.label}|turn"] = whole_turn
         synchronous[store.label] = synchronous_of(store, per_turn)
-    await serve_async(contenders, {"peer": "openai-agents", "versions": VERSIONS, "synchronous": synchronous})
+    pages = {"OpenAI Agents SQLiteSession": await pages_per_turn(Path(args.tmp))}
+    info = {"peer": "openai-agents", "versions": VERSIONS, "synchronous": synchronous, "wal_pages": pages}
+    await serve_async(contenders, info)
 
 
 async def grow(session: Any, start: int, items: int) -> None:
