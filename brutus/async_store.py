@@ -5,8 +5,9 @@ Rules it keeps (the sync store's, see ``brutus.store``):
 - It runs the operations of ``brutus.db.ops``, the very generators ``SessionStore`` runs, on an
   ``AsyncConnection``: each call is one transaction, ``async with store.batch():`` makes several calls one.
   Each method only builds its operation and awaits ``_run``; a new operation is one such method.
-- Nothing blocks the event loop: statements go through aiosqlite's worker thread or psycopg's async
-  connection, and ``open`` migrates the schema in a worker thread.
+- Nothing blocks the event loop: statements go through aiosqlite's worker thread (all of a call's at once,
+  with the sync store's compiled statements) or psycopg's async connection, and ``open`` migrates the schema
+  in a worker thread.
 - Write transactions take the write lock up front (``BEGIN IMMEDIATE`` on SQLite), as in the sync store.
 - SQLAlchemy and driver errors are translated into ``brutus.errors`` by the sync store's ``translate_errors``.
 - A batch belongs to the task that opened it and to the tasks started inside it: their calls take turns on
@@ -28,6 +29,7 @@ from .db import ops
 from .db.async_engine import make_async_engine, sync_url
 from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, make_engine, redact
+from .db.fast import FastSQLite
 from .db.migrate import check_schema, upgrade
 from .db.statements import Op, Step
 from .errors import InvalidInput
@@ -58,6 +60,16 @@ class _Batch:
     open: bool = True
 
 
+async def _aiosqlite_connection(connection: AsyncConnection) -> Any:
+    """The ``aiosqlite.Connection`` under ``connection``, if it offers what ``_drive_sqlite`` needs (the
+    queue of calls run in its thread, which SQLAlchemy's own aiosqlite adapter uses too); else None."""
+    raw = await connection.get_raw_connection()
+    driver = getattr(raw.dbapi_connection, "driver_connection", None)
+    if callable(getattr(driver, "_execute", None)) and getattr(driver, "_connection", None) is not None:
+        return driver
+    return None
+
+
 def _prepare_schema(url: str, auto_migrate: bool) -> None:
     """Upgrade (or check) the schema with the sync migration code, on a sync engine used only for that."""
     engine = make_engine(sync_url(url))
@@ -79,6 +91,8 @@ class AsyncSessionStore:
         self.url = url or engine.url.render_as_string(hide_password=True)
         self.clock = clock
         self._batch: ContextVar[_Batch | None] = ContextVar(f"brutus_async_batch_{id(self)}", default=None)
+        # SQLite: operations run in aiosqlite's thread on its sqlite3 connection (see ``_drive_sqlite``)
+        self._fast = FastSQLite(engine.sync_engine.dialect) if engine.dialect.name == "sqlite" else None
 
     @classmethod
     async def open(
@@ -127,6 +141,10 @@ class AsyncSessionStore:
     async def _run(self, op: Op, *, write: bool = True) -> Any:
         async with self._connection(write) as connection:
             with translate_errors():
+                if self._fast is not None:
+                    driver = await _aiosqlite_connection(connection)
+                    if driver is not None:  # the whole operation in one trip to aiosqlite's thread
+                        return await driver._execute(self._drive_sqlite, driver, op)
                 try:
                     current: Step = next(op)
                     while True:
@@ -136,6 +154,21 @@ class AsyncSessionStore:
                     return stop.value
                 finally:
                     op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
+
+    def _drive_sqlite(self, driver: Any, op: Op) -> Any:
+        """Run ``op`` on the sqlite3 connection of ``driver``, in aiosqlite's worker thread, as the sync store
+        does (compiled-once statements, ``brutus.db.fast``): one thread hop per call instead of several per
+        statement. The transaction is the SQLAlchemy connection's, begun and ended by ``_connection``."""
+        fast = self._fast.execute  # type: ignore[union-attr]
+        dbapi = driver._conn
+        try:
+            current: Step = next(op)
+            while True:
+                current = op.send(fast(dbapi, *current))
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            op.close()
 
     @asynccontextmanager
     async def batch(self) -> AsyncIterator[AsyncSessionStore]:

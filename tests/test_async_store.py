@@ -14,6 +14,7 @@ import inspect
 import itertools
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -577,6 +578,54 @@ async def test_a_cancelled_call_writes_nothing_and_the_store_goes_on(astore: Asy
         await task
     msg = await astore.append_message(ses.id, "user", agent="after")
     history = await astore.messages(ses.id)
+    assert [(m.info.seq, m.info.agent) for m in history] == [(1, "after")] and msg.seq == 1
+
+
+async def test_sqlite_runs_each_call_in_one_trip_to_the_driver_thread(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trips: list[str] = []
+    drive = AsyncSessionStore._drive_sqlite
+
+    def counted(self: AsyncSessionStore, driver: Any, op: Any) -> Any:
+        trips.append(threading.current_thread().name)
+        return drive(self, driver, op)
+
+    monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", counted)
+    async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'trips.db'}") as store:
+        ses = await store.create_session()
+        msg = await store.append_message(ses.id, "user")
+        await store.append_part(msg.id, {"type": "text", "text": HOSTILE})
+        async with store.batch():
+            await store.append_part(msg.id, {"type": "text", "text": "two"})
+        history = await store.messages(ses.id)
+    assert [p.text for p in history[0].parts] == [HOSTILE, "two"]
+    assert len(trips) == 5  # one per call, whatever its statements
+    assert threading.main_thread().name not in trips
+
+
+async def test_sqlite_a_call_cancelled_in_the_driver_thread_writes_nothing(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    drive = AsyncSessionStore._drive_sqlite
+
+    def held(self: AsyncSessionStore, driver: Any, op: Any) -> Any:
+        if not release.is_set():
+            entered.set()
+            release.wait(10)
+        return drive(self, driver, op)
+
+    async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'cancel.db'}") as store:
+        ses = await store.create_session()
+        monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", held)
+        task = asyncio.create_task(store.append_message(ses.id, "user", agent="cancelled"))
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()  # the operation is running in aiosqlite's thread: it finishes, its transaction does not
+        asyncio.get_running_loop().call_later(0.1, release.set)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        msg = await store.append_message(ses.id, "user", agent="after")
+        history = await store.messages(ses.id)
     assert [(m.info.seq, m.info.agent) for m in history] == [(1, "after")] and msg.seq == 1
 
 
