@@ -602,6 +602,34 @@ async def test_sqlite_runs_each_call_in_one_trip_to_the_driver_thread(tmp_path, 
     assert threading.main_thread().name not in trips
 
 
+async def test_sqlite_without_the_driver_thread_queue_runs_statement_by_statement(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An aiosqlite without the call queue ``_drive_sqlite`` uses: the store falls back to SQLAlchemy."""
+    import brutus.async_store as async_store
+
+    async def no_driver(connection: Any) -> None:
+        return None
+
+    monkeypatch.setattr(async_store, "_aiosqlite_connection", no_driver)
+    monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", None)  # never reached
+    async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'fallback.db'}") as store:
+        ses = await store.create_session(title=HOSTILE)
+        msg = await store.append_message(ses.id, "user", metadata={HOSTILE: [1, True]})
+        async with store.batch():
+            await store.append_part(msg.id, {"type": "text", "text": HOSTILE})
+        with pytest.raises(NotFound):
+            await store.append_part("msg_missing", {"type": "text", "text": "x"})
+        history = await store.messages(ses.id)
+    assert history[0].info.metadata == {HOSTILE: [1, True]} and history[0].parts[0].text == HOSTILE
+
+    def sync_history() -> list[Any]:
+        with SessionStore.open(f"sqlite:///{tmp_path / 'fallback.db'}") as sync:
+            return sync.messages(ses.id)
+
+    assert await asyncio.to_thread(sync_history) == history
+
+
 async def test_sqlite_a_call_cancelled_in_the_driver_thread_writes_nothing(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
