@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
 
 from brutus import MessageWithParts, SessionStore, import_file
 from brutus.db import statements as st

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from ..codec import encode_json, encode_text
 from ..errors import InvalidInput, NotFound
 from ..ids import new_id
-from ..models import CompactionConfig, Message, MessageWithParts, Part, PruneResult, Session, TokenCounts, ToolPart, ToolState, ToolTime
+from ..models import CompactionConfig, Message, MessageWithParts, PruneResult, Session, TokenCounts, ToolPart, ToolState, ToolTime
 from ..pruning import PruneCandidate, plan_prune
 from ..toolstate import check_transition
 from ..tokens import estimate_json_tokens, estimate_tokens
