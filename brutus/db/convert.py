@@ -326,7 +326,7 @@ def _validated_part(part_id: str, session_id: str, message_id: str, part_type: s
 
 
 _FLAT = {name: _FlatPart(PART_TYPES[name]) for name in ("text", "reasoning")}
-_NO_TOOL_STATE = (None,) * 12
+_NO_TOOL_COLUMNS = (None,) * 11  # a tool part without its state row
 
 
 def _tool_states(tool_rows: list[Any]) -> dict[str, tuple[Any, Any, ToolState]]:
@@ -370,7 +370,7 @@ def build_history(message_rows: list[Any], part_rows: list[Any], tool_rows: list
         if part_type == "tool":
             found_state = states.get(part_id)
             if found_state is None:  # a tool part without its state row (``brutus check`` reports it)
-                found_state = _tool_states([(part_id, *_NO_TOOL_STATE[1:])])[part_id]
+                found_state = _tool_states([(part_id, *_NO_TOOL_COLUMNS)])[part_id]
             call_id, tool, state = found_state
             part = _make_tool(
                 {

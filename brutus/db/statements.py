@@ -97,30 +97,31 @@ def select_parts(outputs: Literal["all", "unpruned", "none"] = "all") -> Any:
     if outputs == "none":
         output = null().label("output")
     else:
-        joined = T.c.part_id == O.c.part_id
-        if outputs == "unpruned":
-            joined = and_(joined, T.c.compacted_at.is_(None))
-        source = source.outerjoin(O, joined)
+        source = source.outerjoin(O, _output_join(outputs))
         output = O.c.output
-    return select(
-        P.c.id,
-        P.c.session_id,
-        P.c.message_id,
-        P.c.position,
-        P.c.type,
-        P.c.data,
-        T.c.call_id,
-        T.c.tool,
-        T.c.status,
-        T.c.input,
-        T.c.title,
-        T.c.metadata.label("tool_meta"),
-        T.c.error.label("tool_error"),
-        T.c.started_at,
-        T.c.ended_at,
-        T.c.compacted_at,
-        output,
-    ).select_from(source)
+    own = (P.c.id, P.c.session_id, P.c.message_id, P.c.position, P.c.type, P.c.data)
+    return select(*own, *_TOOL_COLUMNS, output).select_from(source)
+
+
+# The tool columns of a part row, in the order ``convert.build_history`` reads them (the output follows).
+_TOOL_COLUMNS = (
+    T.c.call_id,
+    T.c.tool,
+    T.c.status,
+    T.c.input,
+    T.c.title,
+    T.c.metadata.label("tool_meta"),
+    T.c.error.label("tool_error"),
+    T.c.started_at,
+    T.c.ended_at,
+    T.c.compacted_at,
+)
+
+
+def _output_join(outputs: Literal["all", "unpruned"]) -> Any:
+    """How a tool state joins its output: always, or only while the part is not pruned."""
+    joined = T.c.part_id == O.c.part_id
+    return and_(joined, T.c.compacted_at.is_(None)) if outputs == "unpruned" else joined
 
 
 def _b(name: str) -> Any:
@@ -129,25 +130,9 @@ def _b(name: str) -> Any:
 
 def _tool_rows_by_session(outputs: Literal["all", "unpruned"]) -> Any:
     """A session's tool states with their outputs: the part id, then the tool columns of ``select_parts``."""
-    joined = T.c.part_id == O.c.part_id
-    if outputs == "unpruned":
-        joined = and_(joined, T.c.compacted_at.is_(None))
     return prebuilt(
-        select(
-            T.c.part_id,
-            T.c.call_id,
-            T.c.tool,
-            T.c.status,
-            T.c.input,
-            T.c.title,
-            T.c.metadata.label("tool_meta"),
-            T.c.error.label("tool_error"),
-            T.c.started_at,
-            T.c.ended_at,
-            T.c.compacted_at,
-            O.c.output,
-        )
-        .select_from(T.outerjoin(O, joined))
+        select(T.c.part_id, *_TOOL_COLUMNS, O.c.output)
+        .select_from(T.outerjoin(O, _output_join(outputs)))
         .where(T.c.session_id == _b("sid"))
     )
 
