@@ -17,7 +17,7 @@ Rules it keeps (the sync store's, see ``brutus.store``):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -225,6 +225,12 @@ class AsyncSessionStore:
     async def append_part(self, message_id: str, part: Part | dict[str, Any]) -> Part:
         """Append a part (any of the twelve types, a model or a dict); the store assigns its id if it has none."""
         return await self._run(ops.append_part(message_id, part, now=self.clock()))
+
+    async def append_messages(
+        self, session_id: str, messages: Sequence[MessageWithParts | dict[str, Any]]
+    ) -> list[MessageWithParts]:
+        """Append whole messages with their parts in one call and one transaction (see ``SessionStore``)."""
+        return await self._run(ops.append_messages(session_id, messages, now=self.clock()))
 
     async def update_tool(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -272,6 +272,14 @@ class SessionStore:
     def append_part(self, message_id: str, part: Part | dict[str, Any]) -> Part:
         """Append a part (any of the twelve types, a model or a dict); the store assigns its id if it has none."""
         return self._run(ops.append_part(message_id, part, now=self.clock()))
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[MessageWithParts | dict[str, Any]]
+    ) -> list[MessageWithParts]:
+        """Append whole messages with their parts in one call and one transaction (a finished turn, a copy):
+        each item is a ``MessageWithParts`` or a dict ``{"info": {...}, "parts": [...]}``. Ids given are kept,
+        missing ones assigned; the session, seq and positions come from where the messages land."""
+        return self._run(ops.append_messages(session_id, messages, now=self.clock()))
 
     def update_tool(
         self,

@@ -299,7 +299,25 @@ async def pruning(s: Any) -> None:
     await raises(NotFound, s.compactions("ses_missing"))
 
 
-SCENARIOS = [sessions, parts, tools, finishing, batches, hostile, pruning]
+async def whole_messages(s: Any) -> None:
+    await s.create_session(id="ses_w")
+    turn = [
+        {"info": {"role": "user", "id": "msg_w1"}, "parts": [{"type": "text", "id": "prt_w1", "text": HOSTILE}]},
+        {
+            "info": {"role": "assistant", "id": "msg_w2", "parent_id": "msg_w1", "finish": "stop", "tokens": {"input": 9}},
+            "parts": [tool("prt_w2", "completed", input={"cmd": "ls"}, output="a\x00b"), {"type": "text", "id": "prt_w3", "text": "ok"}],
+        },
+    ]
+    await s.append_messages("ses_w", turn)
+    await s.append_messages("ses_w", [{"info": {"role": "user"}, "parts": []}])
+    await raises(InvalidInput, s.append_messages("ses_w", turn))  # the ids exist: nothing written
+    await raises(InvalidInput, s.append_messages("ses_w", [{"info": {"role": "system"}}]))
+    await raises(NotFound, s.append_messages("ses_missing", [{"info": {"role": "user"}}]))
+    await s.messages("ses_w")
+    await s.get_session("ses_w")
+
+
+SCENARIOS = [sessions, parts, tools, finishing, batches, hostile, pruning, whole_messages]
 
 
 # -- database contents ------------------------------------------------------------------------------------

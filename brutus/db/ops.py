@@ -40,6 +40,7 @@ from .statements import Op, refresh_boundary, step
 __all__ = [
     "MESSAGE_FIELDS",
     "append_message",
+    "append_messages",
     "append_part",
     "check_id",
     "create_session",
@@ -277,7 +278,10 @@ def append_part(message_id: Any, part: Any, *, now: int) -> Op:
     given, part = part, validate_part(part)
     part_id = check_id("part", part.id, new=True) if part.id is not None else new_id("part", now)
     data = part_data(part)
-    tool_values = _tool_values(part, now) if part.type == "tool" else None  # validates before estimating
+    tool_values = None
+    if part.type == "tool":
+        tool_values = _tool_values(part, now)  # validates before estimating
+        part = _with_tool_times(part, tool_values)
     tokens = part_tokens(part)
     if part.id is not None:
         taken = yield step(st.PART_ID, {"b_pid": part_id}, fetch="first")
@@ -308,12 +312,153 @@ def append_part(message_id: Any, part: Any, *, now: int) -> Op:
             yield step(st.INSERT_TOOL_OUTPUT, dict(part_id=part_id, output=output))
     if part.type == "compaction":
         yield from refresh_boundary(session_id)
-    placed = {"id": part_id, "session_id": session_id, "message_id": message_id}
-    if part is given:  # the caller's own model: give back a copy
+    return _placed(given, part, {"id": part_id, "session_id": session_id, "message_id": message_id})
+
+
+# -- whole messages ---------------------------------------------------------------------------------------
+
+
+def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
+    """Append whole messages, each with its parts, in one transaction and a handful of statements.
+
+    Every message and part is checked as ``append_message`` / ``append_part`` / ``finish_message`` check
+    them, all before the first write; the rows then go in with one ``executemany`` per table.
+    """
+    session_id = check_id("session", session_id)
+    if not isinstance(items, (list, tuple)):
+        raise InvalidInput(f"messages must be a list of MessageWithParts (or dicts of that shape), got {type(items).__name__}")
+    messages: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    tool_states: list[dict[str, Any]] = []
+    outputs: list[dict[str, Any]] = []
+    built: list[tuple[Message, list[tuple[Any, Any, str]]]] = []
+    given_ids: list[tuple[str, str]] = []
+    refresh = False
+    for index, item in enumerate(items):
+        role, fields, item_parts = _unpack_item(index, item)
+        values, message = _message_values(session_id, role, fields, now)
+        if fields.get("id") is not None:
+            given_ids.append(("message", values["id"]))
+        refresh = refresh or (values["summary"] and values["finish"] is not None)
+        placed_parts = []
+        for position, given in enumerate(item_parts, start=1):
+            part = validate_part(given)
+            if part.id is not None:
+                part_id = check_id("part", part.id, new=True)
+                given_ids.append(("part", part_id))
+            else:
+                part_id = new_id("part", now)
+            data = part_data(part)
+            if part.type == "tool":
+                tool_values = _tool_values(part, now)
+                part = _with_tool_times(part, tool_values)
+                output = tool_values.pop("output")
+                tool_states.append(dict(tool_values, part_id=part_id, session_id=session_id))
+                if output is not None:
+                    outputs.append(dict(part_id=part_id, output=output))
+            tokens = part_tokens(part)
+            refresh = refresh or part.type == "compaction"
+            values["part_count"] = position
+            values["token_estimate"] += tokens
+            row = dict(
+                id=part_id,
+                session_id=session_id,
+                message_id=values["id"],
+                position=position,
+                type=part.type,
+                data=data,
+                tokens=tokens,
+                created_at=now,
+                updated_at=now,
+            )
+            parts.append(row)
+            placed_parts.append((given, part, part_id))
+        messages.append(values)
+        built.append((message, placed_parts))
+    kinds = {"message": "messages", "part": "parts"}
+    for kind in kinds:
+        ids = [i for k, i in given_ids if k == kind]
+        if len(set(ids)) != len(ids):
+            raise InvalidInput(f"the same {kind} id is given twice")
+    for kind, given_id in given_ids:
+        statement, key = (st.MESSAGE_ID, "b_mid") if kind == "message" else (st.PART_ID, "b_pid")
+        taken = yield step(statement, {key: given_id}, fetch="first")
+        if taken is not None:
+            raise InvalidInput(f"{kind} {given_id} already exists")
+    if not messages:
+        found = yield step(st.SESSION_BOUNDARY, {"b_sid": session_id}, fetch="first")
+        if found is None:
+            raise NotFound("session", session_id)
+        return []
+    row = yield step(st.NEXT_SEQS, {"b_sid": session_id, "b_count": len(messages), "b_now": now}, fetch="first")
+    if row is None:
+        raise NotFound("session", session_id)
+    first_seq = row.last_seq - len(messages) + 1
+    for seq, values in enumerate(messages, start=first_seq):
+        values["seq"] = seq
+    for statement, rows in ((st.INSERT_MESSAGE, messages), (st.INSERT_PART, parts), (st.INSERT_TOOL_STATE, tool_states), (st.INSERT_TOOL_OUTPUT, outputs)):
+        if rows:  # an empty list would run the statement once, with no parameters
+            yield step(statement, rows)
+    if refresh:
+        yield from refresh_boundary(session_id)
+    history = []
+    for (message, placed_parts), values in zip(built, messages):
+        message.__dict__["seq"] = values["seq"]
+        message.__pydantic_fields_set__.add("seq")
+        own_parts = [
+            _placed(given, part, {"id": part_id, "session_id": session_id, "message_id": message.id})
+            for given, part, part_id in placed_parts
+        ]
+        history.append(construct(MessageWithParts, {"info": message, "parts": own_parts}))
+    return history
+
+
+def _unpack_item(index: int, item: Any) -> tuple[str, dict[str, Any], list[Any]]:
+    """The role, the ``append_message`` fields and the parts of one ``append_messages`` item."""
+    if isinstance(item, MessageWithParts):
+        info = item.info
+        fields = {name: getattr(info, name) for name in _INFO_FIELDS}
+        fields["created_at"], fields["completed_at"] = info.time.created, info.time.completed
+        return info.role, fields, list(item.parts)
+    if not isinstance(item, dict) or not isinstance(item.get("info"), (dict, Message)):
+        raise InvalidInput(f"message {index}: expected a MessageWithParts or a dict with 'info' and 'parts'")
+    unknown = set(item) - {"info", "parts"}
+    if unknown:
+        raise InvalidInput(f"message {index}: unknown key(s): {', '.join(sorted(unknown))}")
+    item_parts = item.get("parts") or []
+    if not isinstance(item_parts, (list, tuple)):
+        raise InvalidInput(f"message {index}: parts must be a list, got {type(item_parts).__name__}")
+    info = item["info"]
+    if isinstance(info, Message):
+        return _unpack_item(index, MessageWithParts.model_construct(info=info, parts=list(item_parts)))
+    fields = {k: v for k, v in info.items() if k not in ("role", "session_id", "seq", "time")}
+    time = info.get("time")
+    if time is not None:
+        if not isinstance(time, dict) or set(time) - {"created", "completed"}:
+            raise InvalidInput(f"message {index}: time must be {{'created': ms, 'completed': ms}}")
+        fields["created_at"], fields["completed_at"] = time.get("created"), time.get("completed")
+    return info.get("role"), fields, list(item_parts)
+
+
+_INFO_FIELDS = tuple(sorted(MESSAGE_FIELDS - {"created_at", "completed_at"}))
+
+
+def _placed(given: Any, part: Any, placed: dict[str, Any]) -> Any:
+    """``part`` with its place in the store: a copy when it is the caller's own model."""
+    if part is given:
         return part.model_copy(update=placed)
     part.__dict__.update(placed)  # built from the caller's dict by this call (model_copy costs more)
     part.__pydantic_fields_set__.update(placed)
     return part
+
+
+def _with_tool_times(part: ToolPart, values: dict[str, Any]) -> ToolPart:
+    """``part`` as stored: the start and end times ``_tool_values`` filled in (a copy if they changed)."""
+    state = part.state
+    if (state.time.start, state.time.end) == (values["started_at"], values["ended_at"]):
+        return part
+    time = state.time.model_copy(update={"start": values["started_at"], "end": values["ended_at"]})
+    return part.model_copy(update={"state": state.model_copy(update={"time": time})})
 
 
 def _tool_values(part: ToolPart, now: int) -> dict[str, Any]:

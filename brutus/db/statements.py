@@ -147,6 +147,13 @@ DELETE_SESSION = prebuilt(delete(S).where(S.c.id == _b("sid")))
 NEXT_SEQ = prebuilt(
     update(S).where(S.c.id == _b("sid")).values(last_seq=S.c.last_seq + 1, updated_at=_b("now")).returning(S.c.last_seq)
 )
+# append_messages: the seqs of ``count`` new messages end at the returned last_seq
+NEXT_SEQS = prebuilt(
+    update(S)
+    .where(S.c.id == _b("sid"))
+    .values(last_seq=S.c.last_seq + _b("count"), updated_at=_b("now"))
+    .returning(S.c.last_seq)
+)
 TOUCH_SESSION = prebuilt(update(S).where(S.c.id == _b("sid")).values(updated_at=_b("now")))
 SET_BOUNDARY = prebuilt(
     update(S).where(S.c.id == _b("sid")).values(boundary_message_id=_b("boundary_id"), boundary_seq=_b("start"))
