@@ -18,7 +18,7 @@ from typing import Any
 
 from harness import Config, Goal, PeerServer, Section, Table, peer_servers, ratio, summary
 from peers._common import ITEMS_PER_TURN, checkpoint_truncate, wal_pages
-from workload import agent_step, open_sqlite, raw_connection, recorded, recording_store, replayer
+from workload import agent_step, open_sqlite, raw_connection, recorded, recording_store, replayer, whole_turn
 
 NAME = "append"
 PEER_BASE = "OpenAI Agents SQLiteSession"
@@ -61,11 +61,14 @@ def raw_contenders(
     with recorded() as batched:
         with store.batch():
             batched_ids = agent_step(store, batched_session, 0)
+    whole_session = store.create_session().id
+    with recorded() as whole:
+        whole_ids = whole_turn(store, whole_session, 0)
     store.close()
 
     conn = raw_connection(path)
     create = replayer(conn, creating)
-    sessions = {mode: [f"ses_raw_{mode}_{k:06d}" for k in range(total)] for mode in ("call", "batch")}
+    sessions = {mode: [f"ses_raw_{mode}_{k:06d}" for k in range(total)] for mode in ("call", "batch", "whole")}
     for mode in sessions:
         for session_id in sessions[mode]:
             create({template: session_id})
@@ -85,10 +88,12 @@ def raw_contenders(
     contenders = {
         "raw_call": contender("call", per_call, template, per_call_ids),
         "raw_batch": contender("batch", batched, batched_session, batched_ids),
+        "raw_whole": contender("whole", whole, whole_session, whole_ids),
     }
     shape = {
         "per_call": {"statements": per_call.statements, "commits": per_call.commits},
         "batch": {"statements": batched.statements, "commits": batched.commits},
+        "whole": {"statements": whole.statements, "commits": whole.commits},
         "captured": [c[1] for c in per_call.calls if c[0] == "sql"],
     }
     return contenders, shape, conn
@@ -102,12 +107,14 @@ def brutus_pages(cfg: Config, turns: int = 100) -> dict[str, float]:
     store._driver_connection().execute("PRAGMA wal_autocheckpoint = 0")  # the connection this thread writes on
     session_id = store.create_session().id
     pages = {}
-    for how, start in (("batch", 0), ("call", 10_000)):
+    for how, start in (("batch", 0), ("call", 10_000), ("whole", 20_000)):
 
         def turn(i: int) -> None:
             if how == "batch":
                 with store.batch():
                     agent_step(store, session_id, i)
+            elif how == "whole":
+                whole_turn(store, session_id, i)
             else:
                 agent_step(store, session_id, i)
 
@@ -129,6 +136,7 @@ def run(cfg: Config) -> Section:
     store = open_sqlite(work / "brutus.db")
     per_call_session = store.create_session().id
     batch_session = store.create_session().id
+    whole_session = store.create_session().id
 
     def in_batch(i: int) -> None:
         with store.batch():
@@ -138,7 +146,12 @@ def run(cfg: Config) -> Section:
     servers = peer_servers(cfg, work / "peers")
     try:
         measured = interleaved(
-            {"brutus_call": lambda i: agent_step(store, per_call_session, i), "brutus_batch": in_batch, **raw},
+            {
+                "brutus_call": lambda i: agent_step(store, per_call_session, i),
+                "brutus_batch": in_batch,
+                "brutus_whole": lambda i: whole_turn(store, whole_session, i),
+                **raw,
+            },
             servers,
             turns=turns,
             rounds=rounds,
@@ -147,7 +160,7 @@ def run(cfg: Config) -> Section:
         for server in servers:
             server.close()
     written = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
-    expected = 2 * (2 * total + 2)  # both modes, and the two recorded turns
+    expected = 3 * (2 * total + 2)  # the three modes, and the three recorded turns
     if written != expected:
         raise AssertionError(f"the raw replay wrote {written} messages, expected {expected}")
     conn.close()
@@ -178,6 +191,24 @@ def run(cfg: Config) -> Section:
         ms["raw_batch"] / ITEMS_PER_TURN,
         1.0,
         ratio(ms["raw_batch"], base_one),
+    )
+    one.add(
+        "brutus, the finished turn in 1 append_messages call",
+        shape["whole"]["commits"],
+        pages["whole"],
+        ms["brutus_whole"],
+        ms["brutus_whole"] / ITEMS_PER_TURN,
+        ratio(ms["brutus_whole"], ms["raw_whole"]),
+        ratio(ms["brutus_whole"], base_one),
+    )
+    one.add(
+        "raw sqlite3, append_messages' statements",
+        shape["whole"]["commits"],
+        None,
+        ms["raw_whole"],
+        ms["raw_whole"] / ITEMS_PER_TURN,
+        1.0,
+        ratio(ms["raw_whole"], base_one),
     )
     each = Table("append one agent turn (4 items), a commit per call / per item", columns)
     each.add(
@@ -221,7 +252,8 @@ def run(cfg: Config) -> Section:
     one.notes.append(
         f"brutus sends {shape['batch']['statements']} statements per turn in a batch and "
         f"{shape['per_call']['statements']} "
-        "with a commit per call (captured at the driver); raw sqlite3 replays exactly those"
+        f"with a commit per call, {shape['whole']['statements']} for append_messages (captured at the driver); "
+        "raw sqlite3 replays exactly those"
     )
     one.notes.append(f"median of {rounds} rounds x {turns} turns; the rounds of brutus, raw and every peer alternate")
     one.notes.append(
@@ -239,6 +271,12 @@ def run(cfg: Config) -> Section:
         ),
         Goal("brutus commit per call <= 2x raw sqlite3", ratio(ms["brutus_call"], ms["raw_call"]), 2.0),
         Goal("brutus batch() <= 2x raw sqlite3", ratio(ms["brutus_batch"], ms["raw_batch"]), 2.0),
+        Goal(
+            f"brutus append_messages(turn) <= 1.0x {PEER_BASE} add_items(turn)",
+            ratio(ms["brutus_whole"], base_one),
+            1.0,
+        ),
+        Goal("brutus append_messages <= 2x raw sqlite3", ratio(ms["brutus_whole"], ms["raw_whole"]), 2.0),
     ]
     data = {
         "turns": turns,

@@ -2,6 +2,7 @@
 
 - ``agent_step``: one turn as a live agent writes it (8 calls: user message + text part, assistant message,
   tool part pending → running → completed, text part, finish), the same content as the peers' four items.
+- ``whole_turn``: the same turn stored whole when it ends, in one ``append_messages`` call.
 - ``write_turns``: turns written with fewer calls (the tool part appended already completed), in
   ``store.batch()`` chunks: for histories that are only read afterwards.
 - ``build_compacted``: a session of N messages whose last completed compaction boundary is ``tail`` messages
@@ -49,6 +50,35 @@ def agent_step(store: SessionStore, session_id: str, i: int, output: str = OUTPU
     said = store.append_part(reply.id, {"type": "text", "text": REPLY})
     store.finish_message(reply.id, finish="stop", tokens={"input": 100, "output": 20})
     return [user.id, asked.id, reply.id, tool.id, said.id]
+
+
+def whole_turn(store: SessionStore, session_id: str, i: int, output: str = OUTPUT) -> list[str]:
+    """The same turn as ``agent_step`` stored at its end in one ``append_messages`` call (as ``add_items``
+    stores a finished turn); returns the ids it created."""
+    user_id = new_id("message")
+    turn = [
+        {"info": {"role": "user", "id": user_id}, "parts": [{"type": "text", "text": user_text(i)}]},
+        {
+            "info": {
+                "role": "assistant",
+                "parent_id": user_id,
+                "model_id": MODEL,
+                "finish": "stop",
+                "tokens": {"input": 100, "output": 20},
+            },
+            "parts": [
+                {
+                    "type": "tool",
+                    "call_id": call_id(i),
+                    "tool": TOOL,
+                    "state": {"status": "completed", "input": TOOL_INPUT, "output": output, "title": "ls"},
+                },
+                {"type": "text", "text": REPLY},
+            ],
+        },
+    ]
+    user, reply = store.append_messages(session_id, turn)
+    return [user.info.id, user.parts[0].id, reply.info.id, *(part.id for part in reply.parts)]
 
 
 def write_turn(store: SessionStore, session_id: str, i: int, output: str = OUTPUT) -> None:

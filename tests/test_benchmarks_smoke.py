@@ -25,7 +25,7 @@ def test_append_benchmark_runs_and_writes_json(tmp_path: Path) -> None:
     result = json.loads((tmp_path / "append.json").read_text())
     assert result["benchmark"] == "append" and result["mode"] == "smoke"
     figures = result["data"]["ms_per_turn"]
-    assert set(figures) == {"brutus_call", "brutus_batch", "raw_call", "raw_batch"}
+    assert set(figures) == {"brutus_call", "brutus_batch", "brutus_whole", "raw_call", "raw_batch", "raw_whole"}
     assert all(figure["median"] > 0 for figure in figures.values())
     assert [goal["goal"] for goal in result["goals"]]  # every goal is reported, measured or not
     assert "brutus, 8 calls, a commit each" in done.stdout
