@@ -326,7 +326,9 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
     """
     session_id = check_id("session", session_id)
     if not isinstance(items, (list, tuple)):
-        raise InvalidInput(f"messages must be a list of MessageWithParts (or dicts of that shape), got {type(items).__name__}")
+        raise InvalidInput(
+            f"messages must be a list of MessageWithParts (or dicts of that shape), got {type(items).__name__}"
+        )
     messages: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     tool_states: list[dict[str, Any]] = []
@@ -375,8 +377,7 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
             placed_parts.append((given, part, part_id))
         messages.append(values)
         built.append((message, placed_parts))
-    kinds = {"message": "messages", "part": "parts"}
-    for kind in kinds:
+    for kind in ("message", "part"):
         ids = [i for k, i in given_ids if k == kind]
         if len(set(ids)) != len(ids):
             raise InvalidInput(f"the same {kind} id is given twice")
@@ -396,7 +397,13 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
     first_seq = row.last_seq - len(messages) + 1
     for seq, values in enumerate(messages, start=first_seq):
         values["seq"] = seq
-    for statement, rows in ((st.INSERT_MESSAGE, messages), (st.INSERT_PART, parts), (st.INSERT_TOOL_STATE, tool_states), (st.INSERT_TOOL_OUTPUT, outputs)):
+    inserts = (
+        (st.INSERT_MESSAGE, messages),
+        (st.INSERT_PART, parts),
+        (st.INSERT_TOOL_STATE, tool_states),
+        (st.INSERT_TOOL_OUTPUT, outputs),
+    )
+    for statement, rows in inserts:
         if rows:  # an empty list would run the statement once, with no parameters
             yield step(statement, rows)
     if refresh:
