@@ -4,8 +4,8 @@ written through the public store API.
 Rules:
 
 - Importers are pure: they turn a parsed file into ``ImportedSession``s and never touch the store, except to
-  ask whether a session exists. Writing is done here, message by message and part by part, with the ids,
-  times, tool states and token counts the importer chose: the store keeps them as they are.
+  ask whether a session exists. Writing is done here, a session's history in one ``append_messages`` call,
+  with the ids, times, tool states and token counts the importer chose: the store keeps them as they are.
 - The caller wraps the writes in ``store.batch()``, so a file is written whole or not at all.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import NotFound
-from ..models import Message, MessageWithParts
+from ..models import MessageWithParts
 from ..store import SessionStore
 
 __all__ = ["ImportedSession", "SessionExists", "session_exists", "write_session"]
@@ -42,31 +42,7 @@ def session_exists(store: SessionStore, session_id: str) -> bool:
     return True
 
 
-def _message_fields(message: Message) -> dict:
-    return dict(
-        id=message.id,
-        parent_id=message.parent_id,
-        agent=message.agent,
-        mode=message.mode,
-        model_id=message.model_id,
-        provider_id=message.provider_id,
-        summary=message.summary,
-        synthetic=message.synthetic,
-        metadata=message.metadata,
-        created_at=message.time.created,
-        completed_at=message.time.completed,
-        finish=message.finish,
-        tokens=message.tokens,
-        cost=message.cost,
-        error=message.error,
-    )
-
-
 def write_session(store: SessionStore, session: ImportedSession) -> None:
-    """Create the session and append its messages and parts (inside the caller's batch)."""
+    """Create the session and append its history in one ``append_messages`` call (inside the caller's batch)."""
     store.create_session(id=session.id, title=session.title, directory=session.directory, parent_id=session.parent_id)
-    for entry in session.history:
-        message = entry.info
-        store.append_message(session.id, message.role, **_message_fields(message))
-        for part in entry.parts:
-            store.append_part(message.id, part)
+    store.append_messages(session.id, session.history)
