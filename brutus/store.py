@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
@@ -30,6 +30,9 @@ from .db.migrate import check_schema, upgrade
 from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
 from .models import CompactionConfig, CompactionRecord, CompactionResult, Message, MessageWithParts, Part, PruneResult, Session, TokenCounts, ToolPart
+
+if TYPE_CHECKING:
+    from .maintenance import GcResult
 
 __all__ = ["SessionStore", "fetch", "translate", "translate_errors"]
 
