@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import Msg, Tool, histories, write_history
+from builders import Msg, histories, write_history
 from hypothesis import HealthCheck, given, settings
 from integrity import S, dump, integrity_problems
 from sqlalchemy import select
