@@ -168,8 +168,9 @@ def test_messages_appended_during_a_compaction_become_its_tail(store: SessionSto
 
 
 def test_prune_races_appends(store: SessionStore, store_url: str) -> None:
-    # Long enough that prunes land between appends on a loaded 2-core machine (SQLite commits ~10x faster).
-    steps, turns = (300 if store.engine.dialect.name == "sqlite" else 80), 6
+    # Long enough that prunes land between appends on a loaded 2-core machine (SQLite commits ~10x faster), and
+    # longer than the first prune (0.4 s on a quiet machine, where 300 steps ended inside it).
+    steps, turns = (1000 if store.engine.dialect.name == "sqlite" else 80), 6
     shared = write_history(store, _turns(turns, output_bytes=4000))
     appender = Worker(store_url, "append", shared, str(steps), "call", "4000").ready()
     pruner = Worker(store_url, "prune", shared, str(2 * (turns + steps))).ready()
