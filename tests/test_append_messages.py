@@ -233,6 +233,26 @@ def test_an_existing_id_is_named(store: SessionStore) -> None:
         store.append_messages(session.id, [{"info": {"role": "user"}, "parts": [{"type": "text", "id": "prt_z1", "text": "c"}]}])
 
 
+@pytest.mark.parametrize("where", [0, 2, 255, 256, 599])
+def test_an_existing_id_is_found_among_many(store: SessionStore, where: int) -> None:
+    """Given ids are checked a chunk of up to 256 at a time (padded to a power of two): an existing one is
+    found wherever it sits, and nothing is written."""
+    session = store.create_session()
+    store.append_messages(session.id, [{"info": {"role": "user"}, "parts": [{"type": "text", "id": "prt_old", "text": "o"}]}])
+    parts = [{"type": "text", "id": f"prt_new{n:03d}", "text": str(n)} for n in range(600)]
+    parts[where]["id"] = "prt_old"
+    messages = [{"info": {"role": "user", "id": f"msg_new{n}"}} for n in range(300)]
+    before = dump(store.engine)
+    with pytest.raises(InvalidInput, match="part prt_old already exists"):
+        store.append_messages(session.id, [*messages, {"info": {"role": "assistant"}, "parts": parts}])
+    assert dump(store.engine) == before
+    parts[where]["id"] = "prt_fresh"
+    copied = store.append_messages(session.id, [*messages, {"info": {"role": "assistant"}, "parts": parts}])
+    assert [p.id for p in copied[-1].parts] == [p["id"] for p in parts]
+    with pytest.raises(InvalidInput, match="message msg_new299 already exists"):
+        store.append_messages(session.id, [{"info": {"role": "user", "id": "msg_other"}}, *messages[::-1]])
+
+
 def test_unknown_session_writes_nothing(store: SessionStore) -> None:
     before = dump(store.engine)
     with pytest.raises(NotFound):

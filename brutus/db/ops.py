@@ -381,11 +381,14 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
         ids = [i for k, i in given_ids if k == kind]
         if len(set(ids)) != len(ids):
             raise InvalidInput(f"the same {kind} id is given twice")
-    for kind, given_id in given_ids:
-        statement, key = (st.MESSAGE_ID, "b_mid") if kind == "message" else (st.PART_ID, "b_pid")
-        taken = yield step(statement, {key: given_id}, fetch="first")
-        if taken is not None:
-            raise InvalidInput(f"{kind} {given_id} already exists")
+        for start in range(0, len(ids), st.TAKEN_IDS_CHUNK):
+            chunk = ids[start : start + st.TAKEN_IDS_CHUNK]
+            size = 1 << (len(chunk) - 1).bit_length()
+            padded = chunk + chunk[:1] * (size - len(chunk))
+            rows = yield step(st.taken_ids(kind, size), {f"b_id{i}": v for i, v in enumerate(padded)}, fetch="all")
+            if rows:
+                taken = {row.id for row in rows}
+                raise InvalidInput(f"{kind} {next(i for i in chunk if i in taken)} already exists")
     if not messages:
         found = yield step(st.SESSION_BOUNDARY, {"b_sid": session_id}, fetch="first")
         if found is None:

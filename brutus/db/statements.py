@@ -13,6 +13,7 @@ construction or compilation. Parameter names never equal a column name of the ta
 from __future__ import annotations
 
 from collections.abc import Generator
+from functools import cache
 from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import and_, bindparam, delete, func, insert, null, select, update
@@ -196,6 +197,15 @@ ADD_MESSAGE_TOKENS = prebuilt(
 
 # -- parts and tool states
 PART_ID = prebuilt(select(P.c.id).where(P.c.id == _b("pid")))
+TAKEN_IDS_CHUNK = 256
+
+
+@cache
+def taken_ids(kind: Literal["message", "part"], count: int) -> Executable:
+    """Which of ``count`` ids (``b_id0`` …) exist already: one statement per chunk of ids to check, not one
+    per id. ``count`` is a power of two up to ``TAKEN_IDS_CHUNK`` (callers pad), so few statements exist."""
+    table = M if kind == "message" else P
+    return prebuilt(select(table.c.id).where(table.c.id.in_([_b(f"id{i}") for i in range(count)])))
 INSERT_PART = prebuilt(insert(P))
 INSERT_TOOL_STATE = prebuilt(insert(T))
 INSERT_TOOL_OUTPUT = prebuilt(insert(O))
