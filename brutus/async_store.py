@@ -17,6 +17,7 @@ Rules it keeps (the sync store's, see ``brutus.store``):
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -139,6 +140,20 @@ class AsyncSessionStore:
                     yield connection
 
     async def _run(self, op: Op, *, write: bool = True) -> Any:
+        batch = self._batch.get()
+        if self._fast is not None and (batch is None or not batch.open):
+            # SQLite, a call with its own transaction: BEGIN, the operation and COMMIT in one trip to aiosqlite's
+            # thread (through SQLAlchemy's BEGIN and COMMIT it took five more)
+            with translate_errors():
+                async with self.engine.connect() as connection:
+                    driver = await _aiosqlite_connection(connection)
+                    if driver is not None:
+                        cancelled = threading.Event()
+                        try:
+                            return await driver._execute(self._transaction_sqlite, driver, op, write, cancelled)
+                        except asyncio.CancelledError:
+                            cancelled.set()  # the thread rolls back what it has not committed yet
+                            raise
         async with self._connection(write) as connection:
             with translate_errors():
                 if self._fast is not None:
@@ -154,6 +169,20 @@ class AsyncSessionStore:
                     return stop.value
                 finally:
                     op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
+
+    def _transaction_sqlite(self, driver: Any, op: Op, write: bool, cancelled: threading.Event) -> Any:
+        """``op`` in a transaction of its own on ``driver``'s sqlite3 connection, in aiosqlite's worker thread
+        (as the sync store runs a call): committed, or rolled back if it raises or its caller was cancelled."""
+        dbapi = driver._conn
+        dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            value = self._drive_sqlite(driver, op)
+            dbapi.execute("ROLLBACK" if cancelled.is_set() else "COMMIT")
+        except BaseException:
+            if dbapi.in_transaction:
+                dbapi.execute("ROLLBACK")
+            raise
+        return value
 
     def _drive_sqlite(self, driver: Any, op: Op) -> Any:
         """Run ``op`` on the sqlite3 connection of ``driver``, in aiosqlite's worker thread, as the sync store

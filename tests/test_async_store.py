@@ -620,6 +620,46 @@ async def test_sqlite_runs_each_call_in_one_trip_to_the_driver_thread(tmp_path, 
     assert threading.main_thread().name not in trips
 
 
+async def test_sqlite_a_call_of_its_own_is_one_trip_with_its_begin_and_commit(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside a batch, BEGIN, the operation and COMMIT go to aiosqlite's thread together, and returning the
+    connection to the pool costs no trip: nothing is left to roll back."""
+    import aiosqlite
+
+    trips: list[str] = []
+    execute = aiosqlite.Connection._execute
+
+    async def counted(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        trips.append(getattr(fn, "__name__", repr(fn)))
+        return await execute(self, fn, *args, **kwargs)
+
+    async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'one.db'}") as store:
+        ses = await store.create_session()
+        monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+        msg = await store.append_message(ses.id, "user")
+        await store.append_part(msg.id, {"type": "text", "text": "x"})
+        with pytest.raises(NotFound):
+            await store.append_part("msg_missing", {"type": "text", "text": "x"})
+        await store.messages(ses.id)
+        assert trips == ["_transaction_sqlite"] * 4
+
+
+async def test_sqlite_a_connection_returned_inside_a_transaction_is_rolled_back(tmp_path) -> None:
+    engine = make_async_engine(f"sqlite:///{tmp_path / 'reset.db'}")
+    try:
+        async with engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            driver = raw.dbapi_connection.driver_connection
+            await driver._execute(driver._conn.execute, "BEGIN IMMEDIATE")
+            assert driver._conn.in_transaction
+        assert not driver._conn.in_transaction  # the pool's reset rolled it back
+        async with engine.connect() as conn:  # and the write lock is free
+            await conn.execution_options(**WRITE)
+            async with conn.begin():
+                await conn.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+    finally:
+        await engine.dispose()
+
+
 async def test_sqlite_without_the_driver_thread_queue_runs_statement_by_statement(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

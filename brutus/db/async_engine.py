@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -50,10 +51,25 @@ def make_async_engine(url: str, **kwargs: Any) -> AsyncEngine:
     if missing:
         extras = ",".join(sorted({needed[name] for name in missing}))
         raise InvalidInput(f"the async store needs {' and '.join(missing)}: pip install 'brutus[{extras}]'")
+    if backend == "sqlite":
+        # Returning a connection rolls back only what is still open (``_reset``): a call that committed in
+        # aiosqlite's thread needs no trip there for a rollback of nothing.
+        options.setdefault("pool_reset_on_return", None)
     try:
         engine = create_async_engine(parsed.set(drivername=_ASYNC_DRIVERS[backend]), **options)
     except (ImportError, ModuleNotFoundError) as exc:
         raise InvalidInput(f"the async driver for {backend} is not installed ({exc}); pip install 'brutus[async]'") from None
     if backend == "sqlite":
         sqlite_events(engine.sync_engine)
+        event.listen(engine.sync_engine.pool, "reset", _reset)
     return engine
+
+
+def _reset(dbapi_connection: Any, _record: Any, state: Any) -> None:
+    """A SQLite connection back in the pool: roll back the transaction it still holds, if any (all a reset on
+    return does, but without a trip to aiosqlite's thread when there is none)."""
+    if state.terminate_only:
+        return
+    sqlite = getattr(getattr(getattr(dbapi_connection, "_connection", None), "_connection", None), "in_transaction", True)
+    if sqlite:
+        dbapi_connection.rollback()
