@@ -412,7 +412,7 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
     if refresh:
         yield from refresh_boundary(session_id)
     history = []
-    for (message, placed_parts), values in zip(built, messages):
+    for (message, placed_parts), values in zip(built, messages, strict=True):
         message.__dict__["seq"] = values["seq"]
         message.__pydantic_fields_set__.add("seq")
         own_parts = [
