@@ -68,8 +68,8 @@ def make_async_engine(url: str, **kwargs: Any) -> AsyncEngine:
 def _reset(dbapi_connection: Any, _record: Any, state: Any) -> None:
     """A SQLite connection back in the pool: roll back the transaction it still holds, if any (all a reset on
     return does, but without a trip to aiosqlite's thread when there is none)."""
-    if state.terminate_only:
-        return
+    if state.terminate_only or not state.asyncio_safe or state.transaction_was_reset:
+        return  # as SQLAlchemy's own reset: nothing to do, or no event loop to do it on (garbage collection)
     sqlite = getattr(getattr(getattr(dbapi_connection, "_connection", None), "_connection", None), "in_transaction", True)
     if sqlite:
         dbapi_connection.rollback()
