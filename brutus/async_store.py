@@ -6,8 +6,8 @@ Rules it keeps (the sync store's, see ``brutus.store``):
   ``AsyncConnection``: each call is one transaction, ``async with store.batch():`` makes several calls one.
   Each method only builds its operation and awaits ``_run``; a new operation is one such method.
 - Nothing blocks the event loop: statements go through aiosqlite's worker thread (all of a call's at once,
-  with the sync store's compiled statements) or psycopg's async connection, and ``open`` migrates the schema
-  in a worker thread.
+  with the sync store's compiled statements, and a call of its own with its BEGIN and COMMIT) or psycopg's
+  async connection, and ``open`` migrates the schema in a worker thread.
 - Write transactions take the write lock up front (``BEGIN IMMEDIATE`` on SQLite), as in the sync store.
 - SQLAlchemy and driver errors are translated into ``brutus.errors`` by the sync store's ``translate_errors``.
 - A batch belongs to the task that opened it and to the tasks started inside it: their calls take turns on
@@ -187,7 +187,8 @@ class AsyncSessionStore:
     def _drive_sqlite(self, driver: Any, op: Op) -> Any:
         """Run ``op`` on the sqlite3 connection of ``driver``, in aiosqlite's worker thread, as the sync store
         does (compiled-once statements, ``brutus.db.fast``): one thread hop per call instead of several per
-        statement. The transaction is the SQLAlchemy connection's, begun and ended by ``_connection``."""
+        statement. The transaction is the caller's: ``_transaction_sqlite``'s for a call of its own, the batch's
+        (begun and ended by SQLAlchemy in ``_connection``) inside a batch."""
         fast = self._fast.execute  # type: ignore[union-attr]
         dbapi = driver._conn
         try:
