@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .db import ops
+from .db import history_ops, ops
 from .db.async_engine import make_async_engine, sync_url
 from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, make_engine, redact
@@ -303,18 +303,18 @@ class AsyncSessionStore:
 
     async def messages(self, session_id: str) -> list[MessageWithParts]:
         """The full history of a session, chronological."""
-        return await self._run(ops.load_messages(session_id, filtered=False), write=False)
+        return await self._run(history_ops.load_messages(session_id, filtered=False), write=False)
 
     async def filter_compacted(self, session_id: str) -> list[MessageWithParts]:
         """The history back to the last completed compaction boundary only (outputs of pruned parts unread)."""
-        return await self._run(ops.load_messages(session_id, filtered=True), write=False)
+        return await self._run(history_ops.load_messages(session_id, filtered=True), write=False)
 
     # -- compaction ---------------------------------------------------------------------------------------------
 
     async def prune(self, session_id: str, config: CompactionConfig | None = None) -> PruneResult:
         """Mark old tool outputs pruned (seed 004: protect the newest 40K estimated tokens, commit only above
         20K), from stored estimates, in one transaction. The output text is kept."""
-        return await self._run(ops.prune_session(session_id, config or CompactionConfig(), now=self.clock()))
+        return await self._run(history_ops.prune_session(session_id, config or CompactionConfig(), now=self.clock()))
 
     async def compact(
         self,

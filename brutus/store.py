@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
-from .db import ops
+from .db import history_ops, ops
 from .db.engine import WRITE, default_url, make_engine, redact
 from .db.fast import FastSQLite
 from .db.migrate import check_schema, upgrade
@@ -325,16 +325,16 @@ class SessionStore:
 
     def messages(self, session_id: str) -> list[MessageWithParts]:
         """The full history of a session, chronological."""
-        return self._run(ops.load_messages(session_id, filtered=False), write=False)
+        return self._run(history_ops.load_messages(session_id, filtered=False), write=False)
 
     def filter_compacted(self, session_id: str) -> list[MessageWithParts]:
         """The history back to the last completed compaction boundary only (outputs of pruned parts unread)."""
-        return self._run(ops.load_messages(session_id, filtered=True), write=False)
+        return self._run(history_ops.load_messages(session_id, filtered=True), write=False)
 
     def prune(self, session_id: str, config: CompactionConfig | None = None) -> PruneResult:
         """Mark old tool outputs pruned (seed 004: protect the newest 40K estimated tokens, commit only above
         20K), from stored estimates, in one transaction. The output text is kept."""
-        return self._run(ops.prune_session(session_id, config or CompactionConfig(), now=self.clock()))
+        return self._run(history_ops.prune_session(session_id, config or CompactionConfig(), now=self.clock()))
 
     def compact(
         self,

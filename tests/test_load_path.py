@@ -143,7 +143,7 @@ def test_a_pruned_output_is_not_read_by_filter_compacted(store: SessionStore) ->
         {"type": "tool", "call_id": "c", "tool": "bash", "state": {"status": "completed", "input": {}, "output": "big"}},
     )
     with store.batch():
-        from brutus.db.ops import mark_pruned
+        from brutus.db.history_ops import mark_pruned
 
         store._run(mark_pruned([tool.id], now=7))
     full = store.messages(session_id)[1].parts[0]

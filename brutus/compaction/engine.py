@@ -13,7 +13,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from ..db import compaction_ops, ops
+from ..db import compaction_ops, history_ops
 from ..db.statements import Op
 from ..errors import CompactionStalled, InvalidInput
 from ..models import CompactionConfig, CompactionResult
@@ -68,7 +68,7 @@ def compaction_flow(
         raise CompactionStalled(begin.stalled)
     pre = post = None
     try:
-        view = yield Tx(ops.load_messages(session_id, filtered=True), write=False)
+        view = yield Tx(history_ops.load_messages(session_id, filtered=True), write=False)
         view = [m for m in view if m.info.seq <= begin.snapshot_seq]
         if not has_conversation_messages(view):
             raise InvalidInput(f"session {session_id} has nothing to compact")
@@ -123,7 +123,7 @@ def compaction_flow(
         )
         raise
     hooks.run_after(session_id, trigger, summary.text)
-    message = yield Tx(ops.load_message(summary_id), write=False)
+    message = yield Tx(history_ops.load_message(summary_id), write=False)
     return CompactionResult(
         compaction_id=begin.compaction_id,
         summary_message=message,

@@ -23,7 +23,7 @@ from ..codec import encode_json
 from ..errors import NotFound
 from ..ids import new_id
 from ..models import CompactionPart, CompactionRecord, TextPart, TokenCounts
-from . import ops
+from . import history_ops, ops
 from .convert import text_in, text_out
 from . import statements as st
 from .statements import Op, step
@@ -119,7 +119,7 @@ def fail_compaction(
 
 def complete_compaction(plan: Completion, *, now: int) -> Op:
     """The final transaction; returns the summary message id."""
-    yield from ops.mark_pruned(plan.prune_ids, now=now)
+    yield from history_ops.mark_pruned(plan.prune_ids, now=now)
     tail_start_id = plan.tail_start_id
     if tail_start_id is None:
         # Messages appended while the summarizer ran are not covered by the summary: keep them as the tail.

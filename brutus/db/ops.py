@@ -1,4 +1,5 @@
-"""The store's write and read operations, written once for the sync and the async store.
+"""The store's operations on sessions, messages, parts and tool states, written once for the sync and the async
+store (reading a history and pruning it: ``history_ops``).
 
 Each operation is a generator over ``Step``s (see ``statements``): the store runs it inside one transaction,
 so validation errors raised part way leave nothing written. Validation that needs no database happens
@@ -7,7 +8,6 @@ before the first step.
 
 from __future__ import annotations
 
-import gc
 import re
 from typing import Any
 
@@ -17,16 +17,13 @@ from sqlalchemy import select
 from ..codec import encode_json, encode_text
 from ..errors import InvalidInput, NotFound
 from ..ids import new_id
-from ..models import CompactionConfig, Message, MessageWithParts, PruneResult, Session, TokenCounts, ToolPart, ToolState, ToolTime
-from ..pruning import PruneCandidate, plan_prune
+from ..models import Message, MessageWithParts, Session, TokenCounts, ToolPart, ToolState, ToolTime
 from ..toolstate import check_transition
 from ..tokens import estimate_json_tokens, estimate_tokens
 from .convert import (
-    build_history,
     construct,
     message_from_row,
     part_data,
-    part_from_row,
     part_tokens,
     session_from_row,
     text_in,
@@ -48,10 +45,6 @@ __all__ = [
     "finish_message",
     "get_session",
     "list_sessions",
-    "load_message",
-    "load_messages",
-    "mark_pruned",
-    "prune_session",
     "update_tool",
 ]
 
@@ -582,94 +575,3 @@ def update_tool(
             "state": state,
         },
     )
-
-
-# -- reads --------------------------------------------------------------------------------------------------
-
-
-def load_messages(session_id: Any, *, filtered: bool) -> Op:
-    """The history of a session, whole or from its last completed boundary on, as ``MessageWithParts``.
-
-    Filtered, both queries are index range scans from the boundary (cost grows with the view, not the
-    history), and the output of a pruned part is not read.
-    """
-    session_id = check_id("session", session_id)
-    # Reading and building thousands of small objects triggers the cyclic GC again and again for nothing to
-    # collect (a full collection each time the heap has grown by a quarter): it is paused for the load.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        session = yield step(st.SESSION_BOUNDARY, {"b_sid": session_id}, fetch="first")
-        if session is None:
-            raise NotFound("session", session_id)
-        if filtered and session.boundary_seq:
-            params = {"b_sid": session_id, "b_from_seq": session.boundary_seq}
-            message_rows = yield step(st.MESSAGES_FROM, params, fetch="raw")
-            part_rows = (yield step(st.PARTS_FROM, params, fetch="raw")) if message_rows else []
-            tool_rows = None  # joined into part_rows
-        else:
-            params = {"b_sid": session_id}
-            message_rows = yield step(st.MESSAGES, params, fetch="raw")
-            part_rows = (yield step(st.SESSION_PARTS, params, fetch="raw")) if message_rows else []
-            tools_query = st.SESSION_TOOLS_UNPRUNED if filtered else st.SESSION_TOOLS
-            tool_rows = (yield step(tools_query, params, fetch="raw")) if part_rows else []
-        return build_history(message_rows, part_rows, tool_rows)
-    finally:  # also when the store closes the generator after a failed statement
-        if collecting:
-            gc.enable()
-
-
-def load_message(message_id: Any) -> Op:
-    """One message with its parts."""
-    message_id = check_id("message", message_id)
-    row = yield step(st.MESSAGE, {"b_mid": message_id}, fetch="first")
-    if row is None:
-        raise NotFound("message", message_id)
-    part_rows = yield step(st.PARTS_OF_MESSAGE, {"b_mid": message_id}, fetch="all")
-    return MessageWithParts.model_construct(info=message_from_row(row), parts=[part_from_row(r) for r in part_rows])
-
-
-# -- prune --------------------------------------------------------------------------------------------------
-
-def mark_pruned(part_ids: Any, *, now: int) -> Op:
-    """Set the prune mark on parts not marked yet (one executemany)."""
-    if part_ids:
-        yield step(st.MARK_PRUNED, [{"b_pid": part_id, "b_now": now} for part_id in part_ids])
-
-
-def prune_session(session_id: Any, config: CompactionConfig, *, now: int) -> Op:
-    """Seed 004's prune over stored token estimates: reads no output text, scans back to the last boundary
-    only (prune stops at the summary there anyway), marks the chosen parts in this one transaction."""
-    session_id = check_id("session", session_id)
-    if not isinstance(config, CompactionConfig):
-        raise InvalidInput(f"config must be a CompactionConfig, got {type(config).__name__}")
-    session = yield step(st.SESSION_FOR_UPDATE, {"b_sid": session_id}, fetch="first")
-    if session is None:
-        raise NotFound("session", session_id)
-    if not config.prune:
-        return PruneResult()
-    rows = yield step(st.PRUNE_ROWS, {"b_sid": session_id, "b_from_seq": session.boundary_seq}, fetch="all")
-    plan = plan_prune(
-        [
-            PruneCandidate(
-                message_seq=r.seq,
-                role=r.role,
-                summary=bool(r.summary),
-                part_id=r.id,
-                tool=r.tool,
-                status=r.status,
-                output_tokens=r.output_tokens or 0,
-                compacted=r.compacted_at is not None,
-            )
-            for r in rows
-        ],
-        config,
-    )
-    if not plan.part_ids:
-        return PruneResult(pruned=0, total=plan.total, parts=[])
-    yield from mark_pruned(plan.part_ids, now=now)
-    marked = []
-    for part_id in plan.part_ids:
-        found = yield step(st.PART_WITHOUT_OUTPUT, {"b_pid": part_id}, fetch="first")
-        marked.append(part_from_row(found))
-    return PruneResult(pruned=plan.pruned, total=plan.total, parts=marked)
