@@ -383,7 +383,7 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
                 taken = {row.id for row in rows}
                 raise InvalidInput(f"{kind} {next(i for i in chunk if i in taken)} already exists")
     if not messages:
-        found = yield step(st.SESSION_BOUNDARY, {"b_sid": session_id}, fetch="first")
+        found = yield step(st.SESSION_ID, {"b_sid": session_id}, fetch="first")
         if found is None:
             raise NotFound("session", session_id)
         return []
