@@ -732,9 +732,17 @@ async def test_sqlite_connections_are_set_up_as_the_sync_engines(tmp_path) -> No
     engine = make_async_engine(url)
     assert engine.url.drivername == "sqlite+aiosqlite"
     async with engine.connect() as conn:
-        pragmas = {name: (await conn.exec_driver_sql(f"PRAGMA {name}")).scalar() for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout")}
+        names = ("journal_mode", "synchronous", "foreign_keys", "busy_timeout", "page_size", "wal_autocheckpoint")
+        pragmas = {name: (await conn.exec_driver_sql(f"PRAGMA {name}")).scalar() for name in names}
         await conn.rollback()
-    assert pragmas == {"journal_mode": "wal", "synchronous": 1, "foreign_keys": 1, "busy_timeout": 30_000}
+    assert pragmas == {
+        "journal_mode": "wal",
+        "synchronous": 1,
+        "foreign_keys": 1,
+        "busy_timeout": 30_000,
+        "page_size": 2048,
+        "wal_autocheckpoint": 2048,
+    }
     async with engine.connect() as conn:
         await conn.execution_options(**WRITE)
         async with conn.begin():

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import func, select
 
 from brutus import CompactionStalled, SessionStore
-from brutus.db.engine import WAL_SIZE_LIMIT
+from brutus.db.engine import PAGE_SIZE, WAL_CHECKPOINT, WAL_CHECKPOINT_BYTES, WAL_SIZE_LIMIT
 
 from builders import Msg, Tool, write_history
 from crash_writer import SMALL, FakeSummarizer
@@ -82,10 +82,36 @@ def _wal(path: Path) -> int:
     return wal.stat().st_size if wal.exists() else 0
 
 
+def _settings(path: Path) -> dict[str, int]:
+    store = SessionStore.open(f"sqlite:///{path}")
+    store.create_session()
+    conn = store._driver_connection()
+    found = {name: conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("page_size", "wal_autocheckpoint")}
+    store.close()
+    return found
+
+
+def test_a_new_database_has_small_pages_and_checkpoints_every_4_mb(tmp_path: Path) -> None:
+    """A file brutus creates has 2 KB pages (a commit writes whole pages to the WAL); a file created before
+    keeps its page size, and the checkpoint interval follows it, so the WAL is checkpointed at 4 MB either way."""
+    assert _settings(tmp_path / "new.db") == {"page_size": 2048, "wal_autocheckpoint": 2048}
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old)
+    conn.execute("PRAGMA page_size = 4096")
+    conn.execute("CREATE TABLE made_before (x)")
+    conn.close()
+    assert _settings(old) == {"page_size": 4096, "wal_autocheckpoint": 1024}
+    assert _settings(tmp_path / "new.db")["page_size"] == 2048  # reopened: still what it was made with
+    assert PAGE_SIZE * 2048 == WAL_CHECKPOINT_BYTES
+    for page_size, statement in WAL_CHECKPOINT.items():  # every size SQLite allows, each at 4 MB
+        assert statement == f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_BYTES // page_size}"
+    assert sorted(WAL_CHECKPOINT) == [512 << k for k in range(8)]
+
+
 @pytest.mark.slow
 def test_wal_stays_bounded_under_a_long_running_writer(tmp_path: Path) -> None:
-    """One store writing 5,000 agent steps (a commit each): SQLite's autocheckpoint (1000 pages) keeps the
-    WAL near 4 MB while the database grows past it (measured: 4.2 MB, flat from 5,000 to 20,000 steps)."""
+    """One store writing 5,000 agent steps (a commit each): the autocheckpoint (every 4 MB) keeps the WAL
+    near 4 MB while the database grows past it (measured: 4.2 MB, flat from 5,000 to 20,000 steps)."""
     path = tmp_path / "long.db"
     store = SessionStore.open(f"sqlite:///{path}")
     session_id = store.create_session().id
@@ -97,8 +123,8 @@ def test_wal_stays_bounded_under_a_long_running_writer(tmp_path: Path) -> None:
         if step % 250 == 0:
             sizes.append(_wal(path))
     store.close()
-    bound = 2 * 1000 * page_size
-    assert max(sizes) <= bound, sizes
+    assert page_size == PAGE_SIZE
+    assert max(sizes) <= 2 * WAL_CHECKPOINT_BYTES, sizes
     assert max(sizes[len(sizes) // 2 :]) <= max(sizes[: len(sizes) // 2]) + 64 * 1024, sizes  # no upward trend
     assert path.stat().st_size > 2 * max(sizes)  # the database did outgrow it
 

@@ -1,9 +1,12 @@
 """Engines: the URL brutus uses by default, SQLite pragmas, and write transactions that wait their turn.
 
-SQLite runs in WAL mode with ``synchronous=NORMAL``, ``foreign_keys=ON`` and a busy timeout. The WAL is
-checkpointed every 1000 pages (SQLite's default), which keeps it near 4 MB under a long-running writer; a
-reader that holds a snapshot stops the checkpoint from restarting the log, so the file grows while it reads,
-and ``journal_size_limit`` gives that space back at the next restart instead of keeping the peak. brutus takes
+SQLite runs in WAL mode with ``synchronous=NORMAL``, ``foreign_keys=ON`` and a busy timeout. A database file
+brutus creates has 2 KB pages (SQLite's default is 4 KB): a commit writes each page it changed to the WAL
+whole, and an agent's commits change a few rows each, so smaller pages mean fewer bytes per commit (an
+existing file keeps its page size). The WAL is checkpointed once it holds 4 MB (2048 pages of 2 KB, 1024
+of 4 KB; SQLite's default is 1000 pages), so a long-running writer keeps it near 4 MB; a reader that holds a
+snapshot stops the checkpoint from restarting the log, so the file grows while it reads, and
+``journal_size_limit`` gives that space back at the next restart instead of keeping the peak. brutus takes
 over BEGIN from the sqlite3 driver: a write transaction starts with ``BEGIN IMMEDIATE``, so a second process
 waits for the write lock (up to the busy timeout) instead of failing with "database is locked" when its
 read snapshot goes stale mid-transaction. PostgreSQL goes through psycopg 3.
@@ -24,6 +27,9 @@ from ..errors import InvalidInput
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "PAGE_SIZE",
+    "WAL_CHECKPOINT",
+    "WAL_CHECKPOINT_BYTES",
     "WAL_SIZE_LIMIT",
     "WRITE",
     "default_url",
@@ -32,9 +38,24 @@ __all__ = [
     "normalize_url",
     "redact",
     "sqlite_events",
+    "sqlite_pragmas",
 ]
 
 BUSY_TIMEOUT_MS = 30_000
+PAGE_SIZE = 2048  # bytes per page of a database file brutus creates
+WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024  # the WAL is checkpointed once it holds this much
+# the checkpoint interval in pages of each size SQLite allows: WAL_CHECKPOINT_BYTES of them (whole statements,
+# so no SQL is built from a value read back)
+WAL_CHECKPOINT = {
+    512: "PRAGMA wal_autocheckpoint = 8192",
+    1024: "PRAGMA wal_autocheckpoint = 4096",
+    2048: "PRAGMA wal_autocheckpoint = 2048",
+    4096: "PRAGMA wal_autocheckpoint = 1024",
+    8192: "PRAGMA wal_autocheckpoint = 512",
+    16384: "PRAGMA wal_autocheckpoint = 256",
+    32768: "PRAGMA wal_autocheckpoint = 128",
+    65536: "PRAGMA wal_autocheckpoint = 64",
+}
 WAL_SIZE_LIMIT = 16 * 1024 * 1024  # bytes the -wal file is truncated back to once a checkpoint restarts it
 WRITE = {"brutus_write": True}  # execution option marking a connection whose transaction will write
 
@@ -110,19 +131,31 @@ def engine_options(url: str, **kwargs: Any) -> tuple[URL, str, dict[str, Any]]:
     return parsed, backend, options
 
 
+def sqlite_pragmas(dbapi_connection: Any) -> None:
+    """brutus's settings on a new sqlite3 connection (what every connection of a brutus engine runs first)."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # before anything writes the file: a new database takes this page size, an existing one ignores it
+        cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+        cursor.execute("PRAGMA page_size")
+        page_size = cursor.fetchone()[0]  # read from the cursor: the async driver's execute returns no rows
+        cursor.execute(WAL_CHECKPOINT[page_size])
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
 def sqlite_events(engine: Engine) -> None:
     """Install the SQLite pragmas and brutus's own BEGIN on ``engine`` (an async engine's ``sync_engine`` too)."""
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # brutus emits BEGIN itself, below
-        cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.close()
+        sqlite_pragmas(dbapi_connection)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
