@@ -5,8 +5,9 @@ inside ``store.batch()`` (one commit). The limit is raw ``sqlite3`` sending exac
 sent for the same turn (captured at the driver, replayed with fresh ids on a fresh session each turn), with
 the same commits. The peers store the same turn as four items: one call per item (a commit each) and one
 call per turn; each runs in its own virtualenv as a ``PeerServer``. The rounds of brutus, raw and every
-peer alternate, so a noisy neighbour hits all alike; a figure is the median over rounds of the mean ms per
-turn in a round.
+peer alternate, so a noisy neighbour hits all alike. A figure is the mean ms per turn over all rounds: the
+checkpoints (one every few dozen turns) count wherever they fall, where a median of rounds could leave out
+the rounds that took them.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 from harness import Config, Goal, PeerServer, Section, Table, peer_servers, ratio, summary
-from peers._common import ITEMS_PER_TURN, checkpoint_truncate, wal_pages
+from peers._common import ITEMS_PER_TURN, checkpoint_truncate, wal_kib
 from workload import agent_step, open_sqlite, raw_connection, recorded, recording_store, replayer, whole_turn
 
 NAME = "append"
 PEER_BASE = "OpenAI Agents SQLiteSession"
-PAGES = "WAL pages/turn"
+WAL = "WAL KiB/turn"
 
 
 def interleaved(
@@ -99,14 +100,14 @@ def raw_contenders(
     return contenders, shape, conn
 
 
-def brutus_pages(cfg: Config, turns: int = 100) -> dict[str, float]:
-    """Pages brutus writes to the WAL per turn, in ``store.batch()`` and with a commit per call: what a commit
-    costs grows with them (automatic checkpoints off while counting)."""
-    path = cfg.workdir(NAME) / "pages.db"
+def brutus_wal(cfg: Config, turns: int = 100) -> dict[str, float]:
+    """KiB brutus writes to the WAL per turn, in ``store.batch()``, with a commit per call and as one
+    ``append_messages``: what a commit costs grows with them (automatic checkpoints off while counting)."""
+    path = cfg.workdir(NAME) / "wal.db"
     store = open_sqlite(path)
     store._driver_connection().execute("PRAGMA wal_autocheckpoint = 0")  # the connection this thread writes on
     session_id = store.create_session().id
-    pages = {}
+    written = {}
     for how, start in (("batch", 0), ("call", 10_000), ("whole", 20_000)):
 
         def turn(i: int) -> None:
@@ -123,9 +124,9 @@ def brutus_pages(cfg: Config, turns: int = 100) -> dict[str, float]:
         checkpoint_truncate(path)
         for i in range(start + 20, start + 20 + turns):
             turn(i)
-        pages[how] = wal_pages(path) / turns
+        written[how] = wal_kib(path) / turns
     store.close()
-    return pages
+    return written
 
 
 def run(cfg: Config) -> Section:
@@ -166,18 +167,18 @@ def run(cfg: Config) -> Section:
     conn.close()
     store.close()
 
-    pages = brutus_pages(cfg, turns=cfg.pick(100, 100, 10))
-    peer_pages = {label: value for server in servers for label, value in server.info.get("wal_pages", {}).items()}
-    ms = {key: value["median"] for key, value in measured.items()}
+    wal = brutus_wal(cfg, turns=cfg.pick(100, 100, 10))
+    peer_wal = {label: value for server in servers for label, value in server.info.get("wal_kib", {}).items()}
+    ms = {key: value["mean"] for key, value in measured.items()}
     peers = sorted({key.split("|")[0] for key in measured if "|" in key}, key=lambda label: label != PEER_BASE)
     base_one, base_item = ms.get(f"{PEER_BASE}|turn"), ms.get(f"{PEER_BASE}|item")
 
-    columns = ["store, how", "commits/turn", PAGES, "ms/turn", "ms/item", "vs raw", f"vs {PEER_BASE}"]
+    columns = ["store, how", "commits/turn", WAL, "ms/turn", "ms/item", "vs raw", f"vs {PEER_BASE}"]
     one = Table("append one agent turn (4 items), one commit per turn - SQLite WAL, synchronous=NORMAL", columns)
     one.add(
         "brutus, the 8 calls in store.batch()",
         shape["batch"]["commits"],
-        pages["batch"],
+        wal["batch"],
         ms["brutus_batch"],
         ms["brutus_batch"] / ITEMS_PER_TURN,
         ratio(ms["brutus_batch"], ms["raw_batch"]),
@@ -195,7 +196,7 @@ def run(cfg: Config) -> Section:
     one.add(
         "brutus, the finished turn in 1 append_messages call",
         shape["whole"]["commits"],
-        pages["whole"],
+        wal["whole"],
         ms["brutus_whole"],
         ms["brutus_whole"] / ITEMS_PER_TURN,
         ratio(ms["brutus_whole"], ms["raw_whole"]),
@@ -214,7 +215,7 @@ def run(cfg: Config) -> Section:
     each.add(
         "brutus, 8 calls, a commit each",
         shape["per_call"]["commits"],
-        pages["call"],
+        wal["call"],
         ms["brutus_call"],
         ms["brutus_call"] / ITEMS_PER_TURN,
         ratio(ms["brutus_call"], ms["raw_call"]),
@@ -234,7 +235,7 @@ def run(cfg: Config) -> Section:
         one.add(
             f"{label}, 4 items per call",
             1,
-            peer_pages.get(label, {}).get("turn"),
+            peer_wal.get(label, {}).get("turn"),
             one_ms,
             one_ms / ITEMS_PER_TURN,
             ratio(one_ms, ms["raw_batch"]),
@@ -243,7 +244,7 @@ def run(cfg: Config) -> Section:
         each.add(
             f"{label}, 1 item per call",
             ITEMS_PER_TURN,
-            peer_pages.get(label, {}).get("item"),
+            peer_wal.get(label, {}).get("item"),
             item_ms,
             item_ms / ITEMS_PER_TURN,
             ratio(item_ms, ms["raw_call"]),
@@ -255,11 +256,12 @@ def run(cfg: Config) -> Section:
         f"with a commit per call, {shape['whole']['statements']} for append_messages (captured at the driver); "
         "raw sqlite3 replays exactly those"
     )
-    one.notes.append(f"median of {rounds} rounds x {turns} turns; the rounds of brutus, raw and every peer alternate")
+    one.notes.append(f"mean of {rounds} rounds x {turns} turns; the rounds of brutus, raw and every peer alternate")
     one.notes.append(
-        f"{PAGES}: pages a turn adds to the write-ahead log with automatic checkpoints off, counted on a file of "
-        "its own (the raw replay writes brutus's statements, so brutus's pages); a checkpoint later copies them "
-        "into the database and syncs it, so a commit's cost grows with them"
+        f"{WAL}: what a turn adds to the write-ahead log (whole pages, brutus's 2 KiB, the peers' 4 KiB) with "
+        "automatic checkpoints off, counted on a file of its own (the raw replay writes brutus's statements, so "
+        "brutus's pages); a checkpoint later copies them into the database and syncs it, so a commit's cost "
+        "grows with them"
     )
     if not peers:
         one.notes.append("peers not run (--no-peers, or not set up)")
@@ -283,7 +285,7 @@ def run(cfg: Config) -> Section:
         "rounds": rounds,
         "ms_per_turn": measured,
         "shape": shape,
-        "wal_pages_per_turn": {"brutus": pages, **peer_pages},
+        "wal_kib_per_turn": {"brutus": wal, **peer_wal},
         "peers": {server.name: {k: server.info[k] for k in ("versions", "synchronous")} for server in servers},
     }
     return Section(NAME, [one, each], goals, data)

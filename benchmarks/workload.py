@@ -27,6 +27,7 @@ from peers._common import OUTPUT, REPLY, TOOL, TOOL_INPUT, call_id, user_text
 from sqlalchemy import event
 
 from brutus import SessionStore
+from brutus.db.engine import sqlite_pragmas
 from brutus.ids import new_id
 
 MODEL = "claude-sonnet-4-5"
@@ -376,11 +377,10 @@ def recorded() -> Iterator[Recording]:
 
 
 def raw_connection(path: Path) -> sqlite3.Connection:
-    """A plain ``sqlite3`` connection with brutus's settings (WAL, synchronous=NORMAL, foreign keys)."""
+    """A plain ``sqlite3`` connection with brutus's settings (WAL, synchronous=NORMAL, foreign keys, the
+    checkpoint interval; the page size is the file's, which brutus created)."""
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA foreign_keys = ON")
+    sqlite_pragmas(conn)
     return conn
 
 

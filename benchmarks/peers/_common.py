@@ -36,9 +36,10 @@ def call_id(i: int) -> str:
 
 
 def summary(samples: list[float]) -> dict[str, Any]:
-    """Median, min and max of samples (milliseconds), with the samples."""
+    """Median, mean, min and max of samples (milliseconds), with the samples."""
     return {
         "median": statistics.median(samples),
+        "mean": statistics.mean(samples),
         "min": min(samples),
         "max": max(samples),
         "samples": [round(s, 4) for s in samples],
@@ -109,14 +110,13 @@ def timed(fn: Callable[[], Any], *, repeats: int, warmup: int = 1) -> dict[str, 
     return summary(samples)
 
 
-def wal_pages(path: str | os.PathLike[str]) -> int:
-    """The pages in the write-ahead log of the SQLite database at ``path`` (frames since the log restarted)."""
+def wal_kib(path: str | os.PathLike[str]) -> float:
+    """KiB in the write-ahead log of the SQLite database at ``path`` since the log restarted (each frame is a
+    whole page and its 24-byte header): what the commits since then wrote, whatever the page size."""
     wal = f"{os.fspath(path)}-wal"
     if not os.path.exists(wal) or os.path.getsize(wal) < 32:
-        return 0
-    with open(wal, "rb") as f:
-        page_size = int.from_bytes(f.read(32)[8:12], "big")
-    return (os.path.getsize(wal) - 32) // (page_size + 24)
+        return 0.0
+    return (os.path.getsize(wal) - 32) / 1024
 
 
 def checkpoint_truncate(path: str | os.PathLike[str]) -> None:

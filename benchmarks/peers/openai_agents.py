@@ -29,7 +29,7 @@ from _common import (
     sqlite_bytes,
     timed_async,
     user_text,
-    wal_pages,
+    wal_kib,
 )
 from agents import SQLiteSession
 from agents.extensions.memory import SQLAlchemySession
@@ -70,6 +70,16 @@ class NormalSyncSQLiteSession(SQLiteSession):
         conn.execute("PRAGMA synchronous = NORMAL")
 
 
+class BrutusSettingsSQLiteSession(NormalSyncSQLiteSession):
+    """``NormalSyncSQLiteSession`` with brutus's storage settings: its file made with 2 KiB pages (see
+    ``Store``) and the WAL checkpointed every 4 MiB (2048 pages of 2 KiB), as ``brutus.db.engine`` sets them."""
+
+    @staticmethod
+    def _configure_connection(conn: sqlite3.Connection) -> None:
+        NormalSyncSQLiteSession._configure_connection(conn)
+        conn.execute("PRAGMA wal_autocheckpoint = 2048")
+
+
 class CountingSQLiteSession(NormalSyncSQLiteSession):
     """``NormalSyncSQLiteSession`` with automatic checkpoints off, so its write-ahead log counts the pages written."""
 
@@ -94,7 +104,7 @@ async def pages_per_turn(tmp: Path, turns: int = 100) -> dict[str, float]:
             else:
                 for item in turn_items(i):
                     await session.add_items([item])
-        pages[how] = wal_pages(path) / turns
+        pages[how] = wal_kib(path) / turns
     session.close()
     return pages
 
@@ -105,6 +115,11 @@ class Store:
     def __init__(self, label: str, path: Path, kind: str) -> None:
         self.label, self.path, self.kind = label, path, kind
         self.engine = None
+        if kind == "brutus_settings":  # the page size holds only if set before the file is first written
+            conn = sqlite3.connect(path)
+            conn.execute("PRAGMA page_size = 2048")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.close()
         if kind == "sqlalchemy":
             self.engine = create_async_engine(f"sqlite+aiosqlite:///{path}")
 
@@ -118,8 +133,8 @@ class Store:
     def session(self, session_id: str) -> Any:
         if self.kind == "sqlalchemy":
             return SQLAlchemySession(session_id, engine=self.engine, create_tables=True)
-        cls = SQLiteSession if self.kind == "shipped" else NormalSyncSQLiteSession
-        return cls(session_id, db_path=self.path)
+        classes = {"shipped": SQLiteSession, "brutus_settings": BrutusSettingsSQLiteSession}
+        return classes.get(self.kind, NormalSyncSQLiteSession)(session_id, db_path=self.path)
 
     async def close(self) -> None:
         if self.engine is not None:
@@ -130,6 +145,11 @@ def stores(tmp: Path) -> list[Store]:
     return [
         Store("OpenAI Agents SQLiteSession", tmp / "oa_sqlite.db", "normal"),
         Store("OpenAI Agents SQLiteSession, as shipped (synchronous=FULL)", tmp / "oa_sqlite_full.db", "shipped"),
+        Store(
+            "OpenAI Agents SQLiteSession, brutus's settings (2 KiB pages, 4 MiB checkpoints)",
+            tmp / "oa_sqlite_brutus_settings.db",
+            "brutus_settings",
+        ),
         Store("OpenAI Agents SQLAlchemySession (aiosqlite)", tmp / "oa_sqlalchemy.db", "sqlalchemy"),
     ]
 
@@ -158,7 +178,7 @@ async def append(args: Any) -> None:
         contenders[f"{store.label}|turn"] = whole_turn
         synchronous[store.label] = synchronous_of(store, per_turn)
     pages = {"OpenAI Agents SQLiteSession": await pages_per_turn(Path(args.tmp))}
-    info = {"peer": "openai-agents", "versions": VERSIONS, "synchronous": synchronous, "wal_pages": pages}
+    info = {"peer": "openai-agents", "versions": VERSIONS, "synchronous": synchronous, "wal_kib": pages}
     await serve_async(contenders, info)
 
 
@@ -199,8 +219,8 @@ async def main() -> None:
     task = {"load": load, "scaling": scaling}[args.task]
     results = {}
     for store in stores(Path(args.tmp)):
-        if store.kind == "shipped":
-            continue  # loading does not depend on synchronous
+        if store.kind in ("shipped", "brutus_settings"):
+            continue  # loading depends on neither
         results[store.label] = await task(store, args)
         await store.close()
     emit("openai-agents", VERSIONS, results)
