@@ -107,7 +107,7 @@ def engine_options(url: str, **kwargs: Any) -> tuple[URL, str, dict[str, Any]]:
     url = normalize_url(url)
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
+    except ArgumentError:
         raise InvalidInput(f"not a database URL: {url!r}") from None
     options: dict[str, Any] = {
         "json_serializer": codec.dumps_json,
