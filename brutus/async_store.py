@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -28,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .db import history_ops, ops
 from .db.async_engine import make_async_engine, sync_url
+from .db.checkpoint import Checkpointer
 from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, make_engine, redact
 from .db.fast import FastSQLite
@@ -94,6 +96,10 @@ class AsyncSessionStore:
         self._batch: ContextVar[_Batch | None] = ContextVar(f"brutus_async_batch_{id(self)}", default=None)
         # SQLite: operations run in aiosqlite's thread on its sqlite3 connection (see ``_drive_sqlite``)
         self._fast = FastSQLite(engine.sync_engine.dialect) if engine.dialect.name == "sqlite" else None
+        # SQLite: WAL checkpoints in a thread of their own, after commits (see db/checkpoint.py)
+        self._checkpointer = Checkpointer(engine.url.database or "") if self._fast is not None else None
+        if self._checkpointer is not None:  # a store dropped without close() stops its thread too
+            weakref.finalize(self, self._checkpointer.close, 0.0)
 
     @classmethod
     async def open(
@@ -114,6 +120,8 @@ class AsyncSessionStore:
 
     async def close(self) -> None:
         await self.engine.dispose()
+        if self._checkpointer is not None:
+            await asyncio.to_thread(self._checkpointer.close)  # may wait for a checkpoint under way
 
     aclose = close
 
@@ -138,6 +146,8 @@ class AsyncSessionStore:
                     await connection.execution_options(**WRITE)
                 async with connection.begin():
                     yield connection
+        if write and self._checkpointer is not None:
+            self._checkpointer.committed()
 
     async def _run(self, op: Op, *, write: bool = True) -> Any:
         batch = self._batch.get()
@@ -182,6 +192,8 @@ class AsyncSessionStore:
             if dbapi.in_transaction:
                 dbapi.execute("ROLLBACK")
             raise
+        if write:
+            self._checkpointer.committed()  # type: ignore[union-attr]
         return value
 
     def _drive_sqlite(self, driver: Any, op: Op) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -24,6 +25,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
 from .db import history_ops, ops
+from .db.checkpoint import Checkpointer
 from .db.engine import WRITE, default_url, make_engine, redact
 from .db.fast import FastSQLite
 from .db.migrate import check_schema, upgrade
@@ -106,6 +108,10 @@ class SessionStore:
         self._batch: ContextVar[Any] = ContextVar(f"brutus_batch_{id(self)}", default=None)
         # SQLite: operations run on the sqlite3 connection with compiled-once statements (see db/fast.py).
         self._fast = FastSQLite(engine.dialect) if engine.dialect.name == "sqlite" else None
+        # SQLite: WAL checkpoints in a thread of their own, after commits (see db/checkpoint.py)
+        self._checkpointer = Checkpointer(engine.url.database or "") if self._fast is not None else None
+        if self._checkpointer is not None:  # a store dropped without close() stops its thread too
+            weakref.finalize(self, self._checkpointer.close, 0.0)
         self._local = threading.local()  # SQLite: one driver connection kept per thread (no pool round trip)
         self._held: list[Any] = []
         self._held_lock = threading.Lock()
@@ -138,6 +144,8 @@ class SessionStore:
                 pooled.close()
             except Exception:  # noqa: BLE001  closing what another thread held: best effort
                 pass
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         self.engine.dispose()
 
     def _driver_connection(self) -> Any:
@@ -178,6 +186,8 @@ class SessionStore:
                     if dbapi.in_transaction:
                         dbapi.execute("ROLLBACK")
                     raise
+                if write:
+                    self._checkpointer.committed()  # type: ignore[union-attr]
                 return
             options = WRITE if write else {}
             with self.engine.connect().execution_options(**options) as connection:
@@ -202,6 +212,8 @@ class SessionStore:
                 if dbapi.in_transaction:
                     dbapi.execute("ROLLBACK")
                 raise
+            if write:
+                self._checkpointer.committed()  # type: ignore[union-attr]
             return value
         except Exception as exc:
             translated = translate(exc)

@@ -741,7 +741,7 @@ async def test_sqlite_connections_are_set_up_as_the_sync_engines(tmp_path) -> No
         "foreign_keys": 1,
         "busy_timeout": 30_000,
         "page_size": 2048,
-        "wal_autocheckpoint": 2048,
+        "wal_autocheckpoint": 8192,
     }
     async with engine.connect() as conn:
         await conn.execution_options(**WRITE)

@@ -3,9 +3,11 @@
 SQLite runs in WAL mode with ``synchronous=NORMAL``, ``foreign_keys=ON`` and a busy timeout. A database file
 brutus creates has 2 KB pages (SQLite's default is 4 KB): a commit writes each page it changed to the WAL
 whole, and an agent's commits change a few rows each, so smaller pages mean fewer bytes per commit (an
-existing file keeps its page size). The WAL is checkpointed once it holds 4 MB (2048 pages of 2 KB, 1024
-of 4 KB; SQLite's default is 1000 pages), so a long-running writer keeps it near 4 MB; a reader that holds a
-snapshot stops the checkpoint from restarting the log, so the file grows while it reads, and
+existing file keeps its page size). A store checkpoints the WAL in a thread of its own shortly after it
+commits (``checkpoint.py``), so a commit does not wait for the checkpoint's syncs; SQLite's automatic
+checkpoint, run by the commit that crosses it, stays as the backstop at 16 MB (8192 pages of 2 KB, 4096 of
+4 KB; SQLite's default is 1000 pages), so the WAL stays under 16 MB under a long-running writer. A reader
+that holds a snapshot stops checkpoints from restarting the log, so the file grows while it reads, and
 ``journal_size_limit`` gives that space back at the next restart instead of keeping the peak. brutus takes
 over BEGIN from the sqlite3 driver: a write transaction starts with ``BEGIN IMMEDIATE``, so a second process
 waits for the write lock (up to the busy timeout) instead of failing with "database is locked" when its
@@ -43,18 +45,18 @@ __all__ = [
 
 BUSY_TIMEOUT_MS = 30_000
 PAGE_SIZE = 2048  # bytes per page of a database file brutus creates
-WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024  # the WAL is checkpointed once it holds this much
-# the checkpoint interval in pages of each size SQLite allows: WAL_CHECKPOINT_BYTES of them (whole statements,
-# so no SQL is built from a value read back)
+WAL_CHECKPOINT_BYTES = 16 * 1024 * 1024  # a commit checkpoints itself once the WAL holds this much (backstop)
+# the automatic checkpoint in pages of each size SQLite allows: WAL_CHECKPOINT_BYTES of them (whole
+# statements, so no SQL is built from a value read back)
 WAL_CHECKPOINT = {
-    512: "PRAGMA wal_autocheckpoint = 8192",
-    1024: "PRAGMA wal_autocheckpoint = 4096",
-    2048: "PRAGMA wal_autocheckpoint = 2048",
-    4096: "PRAGMA wal_autocheckpoint = 1024",
-    8192: "PRAGMA wal_autocheckpoint = 512",
-    16384: "PRAGMA wal_autocheckpoint = 256",
-    32768: "PRAGMA wal_autocheckpoint = 128",
-    65536: "PRAGMA wal_autocheckpoint = 64",
+    512: "PRAGMA wal_autocheckpoint = 32768",
+    1024: "PRAGMA wal_autocheckpoint = 16384",
+    2048: "PRAGMA wal_autocheckpoint = 8192",
+    4096: "PRAGMA wal_autocheckpoint = 4096",
+    8192: "PRAGMA wal_autocheckpoint = 2048",
+    16384: "PRAGMA wal_autocheckpoint = 1024",
+    32768: "PRAGMA wal_autocheckpoint = 512",
+    65536: "PRAGMA wal_autocheckpoint = 256",
 }
 WAL_SIZE_LIMIT = 16 * 1024 * 1024  # bytes the -wal file is truncated back to once a checkpoint restarts it
 WRITE = {"brutus_write": True}  # execution option marking a connection whose transaction will write

@@ -1,0 +1,90 @@
+"""WAL checkpoints off the writer's path (SQLite).
+
+In WAL mode a commit appends the pages it changed to the ``-wal`` file; a checkpoint copies them back into
+the database and syncs both files. SQLite runs it inside the commit that crosses ``wal_autocheckpoint``, so
+every few dozen agent calls one call waits for two syncs. A store keeps a ``Checkpointer``: a thread of its
+own, with a sqlite3 connection of its own, that runs ``PRAGMA wal_checkpoint(PASSIVE)`` shortly after the
+store commits. A passive checkpoint takes no lock a writer or reader needs: it copies what no reader still
+reads and never waits. Once it has copied everything, the writer's next commit starts the log over, so the
+file stays small and the commits it makes never reach the automatic checkpoint. That one stays on as the
+backstop: if the thread falls behind (or is gone, in a forked child) the commit that crosses 4 MB
+checkpoints as before. Nothing about what is durable changes: the commit is in the WAL either way.
+
+The thread starts at the first commit and blocks while nothing is written; ``close()`` stops it and closes
+its connection (a store used again starts a new one).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from pathlib import Path
+
+__all__ = ["Checkpointer"]
+
+log = logging.getLogger(__name__)
+
+DELAY_S = 0.05  # after a commit, wait this long for more before checkpointing (a step is several commits)
+CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
+
+
+class Checkpointer:
+    """Checkpoints the WAL of the SQLite database at ``path`` in a thread, after the store says it committed."""
+
+    def __init__(self, path: str) -> None:
+        # absolute now (the thread connects later, maybe after a chdir); opened read-write, never created
+        self.path = path
+        self._uri = Path(path).expanduser().absolute().as_uri() + "?mode=rw"
+        self.runs = 0  # checkpoints run (tests read it)
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def committed(self) -> None:
+        """The store committed a write: checkpoint soon (starts the thread the first time)."""
+        if self._thread is None:
+            self._start()
+        self._wake.set()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._stop.clear()
+            thread = threading.Thread(target=self._run, name=f"brutus-checkpoint {self.path}", daemon=True)
+            thread.start()
+            self._thread = thread
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the thread (after the checkpoint it may be running) and close its connection."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            if thread is None:
+                return
+            self._stop.set()
+            self._wake.set()
+        thread.join(timeout)
+
+    def _run(self) -> None:
+        stop, wake = self._stop, self._wake
+        try:
+            conn = sqlite3.connect(self._uri, uri=True, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            log.debug("brutus: no background checkpoints for %s: %s", self.path, exc)
+            return
+        try:
+            conn.execute("PRAGMA synchronous = NORMAL")
+            while True:
+                wake.wait()
+                if stop.wait(DELAY_S):
+                    return
+                wake.clear()
+                try:
+                    conn.execute(CHECKPOINT).fetchall()
+                    self.runs += 1
+                except sqlite3.Error as exc:  # the commit's own automatic checkpoint is still there
+                    log.debug("brutus: background checkpoint of %s failed: %s", self.path, exc)
+        finally:
+            conn.close()

@@ -1,0 +1,159 @@
+"""WAL checkpoints off the writer's path (``brutus.db.checkpoint``): on SQLite a store checkpoints in a thread
+of its own after it commits, keeps the WAL small without the commit's own automatic checkpoint, stops the
+thread when it closes, and a checkpoint that cannot run harms nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from race_worker import agent_step
+
+from brutus import AsyncSessionStore, SessionStore
+from brutus.db.checkpoint import Checkpointer
+
+
+def _wal(path: Path) -> int:
+    wal = Path(f"{path}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def _checkpoint_threads(path: Path) -> list[threading.Thread]:
+    """The live checkpoint threads of stores on ``path``."""
+    return [t for t in threading.enumerate() if t.name == f"brutus-checkpoint {path}" and t.is_alive()]
+
+
+def _wait_for(condition, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+def test_the_background_checkpoint_keeps_the_wal_small(tmp_path: Path) -> None:
+    """With the commits' own automatic checkpoint off, only the store's thread checkpoints: an agent that
+    pauses between steps (as one waiting for its model does) writes 12 MB through a WAL that stays small."""
+    path = tmp_path / "bg.db"
+    store = SessionStore.open(f"sqlite:///{path}")
+    store._driver_connection().execute("PRAGMA wal_autocheckpoint = 0")  # the connection this thread writes on
+    session_id = store.create_session().id
+    sizes = []
+    for step in range(60):
+        agent_step(store, session_id, f"step {step}", output_bytes=200_000)
+        runs = store._checkpointer.runs
+        assert _wait_for(lambda runs=runs: store._checkpointer.runs > runs), "no checkpoint after a commit"
+        sizes.append(_wal(path))
+    store.close()
+    assert os.path.getsize(path) > 12_000_000  # the rows reached the database
+    assert max(sizes) < 3_000_000, sizes  # one step's pages at most: the log starts over after each pause
+
+
+def test_a_reader_does_not_start_the_thread_and_close_stops_it(tmp_path: Path) -> None:
+    path = tmp_path / "life.db"
+    store = SessionStore.open(f"sqlite:///{path}")
+    session_id = store.create_session().id
+    store.close()
+    assert not _checkpoint_threads(path)
+    store.get_session(session_id)
+    store.messages(session_id)
+    assert store._checkpointer._thread is None  # reads commit nothing
+    store.append_message(session_id, "user")
+    assert len(_checkpoint_threads(path)) == 1
+    store.close()
+    assert not _checkpoint_threads(path)
+    store.append_message(session_id, "user")  # used again after close: a new thread
+    assert _wait_for(lambda: store._checkpointer.runs > 0)
+    assert len(_checkpoint_threads(path)) == 1
+    store.close()
+    assert not _checkpoint_threads(path)
+    assert not Path(f"{path}-wal").exists()  # the last connection closed: SQLite checkpointed and removed it
+
+
+def test_a_store_dropped_without_close_stops_its_thread(tmp_path: Path) -> None:
+    path = tmp_path / "dropped.db"
+    store = SessionStore.open(f"sqlite:///{path}")
+    store.create_session()
+    assert len(_checkpoint_threads(path)) == 1
+    del store
+    gc.collect()
+    assert _wait_for(lambda: not _checkpoint_threads(path))
+
+
+def test_inside_a_batch_the_thread_waits_for_the_commit(tmp_path: Path) -> None:
+    path = tmp_path / "batch.db"
+    store = SessionStore.open(f"sqlite:///{path}")
+    session_id = store.create_session().id
+    assert _wait_for(lambda: store._checkpointer.runs == 1)
+    with store.batch():
+        for step in range(3):
+            agent_step(store, session_id, f"step {step}")
+        time.sleep(0.2)
+        assert store._checkpointer.runs == 1  # nothing committed yet, nothing to checkpoint
+    assert _wait_for(lambda: store._checkpointer.runs == 2)
+    store.close()
+
+
+def test_a_checkpoint_that_cannot_run_harms_nothing(tmp_path: Path) -> None:
+    """The thread opens the file read-write without creating it: a database that is gone leaves no new
+    empty file behind, and the caller sees no error."""
+    missing = tmp_path / "gone.db"
+    checkpointer = Checkpointer(str(missing))
+    checkpointer.committed()
+    assert _wait_for(lambda: checkpointer._thread is not None and not checkpointer._thread.is_alive())
+    checkpointer.close()
+    assert not missing.exists()
+    assert checkpointer.runs == 0
+
+
+def test_the_async_store_checkpoints_in_the_background_too(tmp_path: Path) -> None:
+    path = tmp_path / "async.db"
+
+    async def scenario() -> tuple[int, int]:
+        store = await AsyncSessionStore.open(f"sqlite:///{path}")
+        session_id = (await store.create_session()).id
+        assert await asyncio.to_thread(_wait_for, lambda: store._checkpointer.runs == 1)
+        async with store.batch():
+            await store.append_message(session_id, "user")
+            await store.append_message(session_id, "assistant")
+        assert await asyncio.to_thread(_wait_for, lambda: store._checkpointer.runs == 2)
+        runs = store._checkpointer.runs
+        await store.get_session(session_id)
+        await asyncio.sleep(0.2)
+        assert store._checkpointer.runs == runs  # a read commits nothing
+        await store.close()
+        return runs, len(_checkpoint_threads(path))
+
+    runs, alive = asyncio.run(scenario())
+    assert (runs, alive) == (2, 0)
+
+
+def test_postgresql_has_no_checkpointer(db_url: str) -> None:
+    store = SessionStore.open(db_url)
+    try:
+        assert (store._checkpointer is None) == db_url.startswith("postgresql")
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05])
+def test_close_while_a_checkpoint_runs(tmp_path: Path, delay: float) -> None:
+    path = tmp_path / "busy.db"
+    store = SessionStore.open(f"sqlite:///{path}")
+    session_id = store.create_session().id
+    agent_step(store, session_id, "big", output_bytes=2_000_000)
+    time.sleep(delay)
+    store.close()  # joins the thread, whatever it was doing
+    assert not _checkpoint_threads(path)
+    reopened = SessionStore.open(f"sqlite:///{path}")
+    try:
+        assert reopened.messages(session_id)[1].parts[0].state.output == "x" * 2_000_000
+    finally:
+        reopened.close()
