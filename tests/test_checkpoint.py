@@ -157,3 +157,21 @@ def test_close_while_a_checkpoint_runs(tmp_path: Path, delay: float) -> None:
         assert reopened.messages(session_id)[1].parts[0].state.output == "x" * 2_000_000
     finally:
         reopened.close()
+
+
+def test_a_thread_that_outlives_close_still_stops(tmp_path: Path) -> None:
+    """``close()`` that does not wait (as when a dropped store is collected), then a commit at once: the new
+    thread has a stop of its own, so the old one cannot miss its stop and run on beside it."""
+    path = tmp_path / "twice.db"
+    SessionStore.open(f"sqlite:///{path}").close()
+    checkpointer = Checkpointer(str(path))
+    old_threads = []
+    for _ in range(20):
+        checkpointer.committed()
+        old_threads.append(checkpointer._thread)
+        checkpointer.close(timeout=0.0)
+    checkpointer.committed()
+    assert _wait_for(lambda: not any(t.is_alive() for t in old_threads))
+    assert checkpointer._thread.is_alive()
+    checkpointer.close()
+    assert not _checkpoint_threads(path)

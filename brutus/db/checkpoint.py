@@ -5,10 +5,11 @@ the database and syncs both files. SQLite runs it inside the commit that crosses
 every few dozen agent calls one call waits for two syncs. A store keeps a ``Checkpointer``: a thread of its
 own, with a sqlite3 connection of its own, that runs ``PRAGMA wal_checkpoint(PASSIVE)`` shortly after the
 store commits. A passive checkpoint takes no lock a writer or reader needs: it copies what no reader still
-reads and never waits. Once it has copied everything, the writer's next commit starts the log over, so the
-file stays small and the commits it makes never reach the automatic checkpoint. That one stays on as the
-backstop: if the thread falls behind (or is gone, in a forked child) the commit that crosses 4 MB
-checkpoints as before. Nothing about what is durable changes: the commit is in the WAL either way.
+reads and never waits. When the writer pauses (an agent waiting for its model), the thread copies
+everything, the writer's next commit starts the log over, and no commit runs a checkpoint itself. The
+automatic checkpoint stays on as the backstop, at 16 MB (``engine.WAL_CHECKPOINT_BYTES``): a writer that
+never pauses reaches it, and that checkpoint finds most pages copied already; so does a store whose thread
+is gone (in a forked child). Nothing about what is durable changes: the commit is in the WAL either way.
 
 The thread starts at the first commit and blocks while nothing is written; ``close()`` stops it and closes
 its connection (a store used again starts a new one).
@@ -39,7 +40,7 @@ class Checkpointer:
         self.runs = 0  # checkpoints run (tests read it)
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # the running thread's own: a new thread gets a new one
         self._thread: threading.Thread | None = None
 
     def committed(self) -> None:
@@ -52,8 +53,10 @@ class Checkpointer:
         with self._lock:
             if self._thread is not None:
                 return
-            self._stop.clear()
-            thread = threading.Thread(target=self._run, name=f"brutus-checkpoint {self.path}", daemon=True)
+            self._stop = stop = threading.Event()  # a thread that outlived close() keeps its own, set
+            thread = threading.Thread(
+                target=self._run, args=(stop,), name=f"brutus-checkpoint {self.path}", daemon=True
+            )
             thread.start()
             self._thread = thread
 
@@ -67,8 +70,8 @@ class Checkpointer:
             self._wake.set()
         thread.join(timeout)
 
-    def _run(self) -> None:
-        stop, wake = self._stop, self._wake
+    def _run(self, stop: threading.Event) -> None:
+        wake = self._wake
         try:
             conn = sqlite3.connect(self._uri, uri=True, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
