@@ -119,15 +119,21 @@ def wal_kib(path: str | os.PathLike[str]) -> float:
     return (os.path.getsize(wal) - 32) / 1024
 
 
-def checkpoint_truncate(path: str | os.PathLike[str]) -> None:
-    """Checkpoint the database at ``path`` and empty its write-ahead log (no transaction may be open on it)."""
-    conn = sqlite3.connect(path)
-    try:
-        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-    finally:
-        conn.close()
-    if busy:
-        raise RuntimeError(f"could not checkpoint {path}: a transaction is open")
+def checkpoint_truncate(path: str | os.PathLike[str], *, tries: int = 1) -> None:
+    """Checkpoint the database at ``path`` and empty its write-ahead log (no transaction may be open on it).
+    With ``tries`` > 1 it tries again, 50 ms apart, while another connection is checkpointing (a brutus
+    store's checkpoint thread)."""
+    for attempt in range(tries):
+        conn = sqlite3.connect(path)
+        try:
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        finally:
+            conn.close()
+        if not busy:
+            return
+        if attempt + 1 < tries:
+            time.sleep(0.05)
+    raise RuntimeError(f"could not checkpoint {path}: a transaction is open")
 
 
 def sqlite_bytes(path: str | os.PathLike[str]) -> int:
