@@ -32,7 +32,7 @@ from .db.async_engine import make_async_engine, sync_url
 from .db.checkpoint import Checkpointer
 from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, make_engine, redact
-from .db.fast import FastSQLite
+from .db.fast import FastSQLite, sqlite_transaction
 from .db.migrate import check_schema, upgrade
 from .db.statements import Op, Step
 from .errors import InvalidInput
@@ -183,18 +183,8 @@ class AsyncSessionStore:
     def _transaction_sqlite(self, driver: Any, op: Op, write: bool, cancelled: threading.Event) -> Any:
         """``op`` in a transaction of its own on ``driver``'s sqlite3 connection, in aiosqlite's worker thread
         (as the sync store runs a call): committed, or rolled back if it raises or its caller was cancelled."""
-        dbapi = driver._conn
-        dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        try:
-            value = self._drive_sqlite(driver, op)
-            dbapi.execute("ROLLBACK" if cancelled.is_set() else "COMMIT")
-        except BaseException:
-            if dbapi.in_transaction:
-                dbapi.execute("ROLLBACK")
-            raise
-        if write:
-            self._checkpointer.committed()  # type: ignore[union-attr]
-        return value
+        committed = self._checkpointer.committed  # type: ignore[union-attr]
+        return sqlite_transaction(driver._conn, write, committed, self._drive_sqlite, driver, op, cancelled=cancelled)
 
     def _drive_sqlite(self, driver: Any, op: Op) -> Any:
         """Run ``op`` on the sqlite3 connection of ``driver``, in aiosqlite's worker thread, as the sync store

@@ -27,7 +27,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 from .db import history_ops, ops
 from .db.checkpoint import Checkpointer
 from .db.engine import WRITE, default_url, make_engine, redact
-from .db.fast import FastSQLite
+from .db.fast import FastSQLite, sqlite_transaction
 from .db.migrate import check_schema, upgrade
 from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
@@ -198,23 +198,14 @@ class SessionStore:
         if self._fast is None:
             with self._connection(write) as connection, translate_errors():
                 return self._drive(connection, op)
-        # SQLite: the same as above, spelled out (this runs some ten times per agent step).
+        # SQLite: the same as above without the context managers (this runs some ten times per agent step).
         try:
             active = self._batch.get()
             if active is not None:
                 return self._drive(active, op)
             dbapi = self._driver_connection()
-            dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                value = self._drive(dbapi, op)
-                dbapi.execute("COMMIT")
-            except BaseException:
-                if dbapi.in_transaction:
-                    dbapi.execute("ROLLBACK")
-                raise
-            if write:
-                self._checkpointer.committed()  # type: ignore[union-attr]
-            return value
+            committed = self._checkpointer.committed  # type: ignore[union-attr]
+            return sqlite_transaction(dbapi, write, committed, self._drive, dbapi, op)
         except Exception as exc:
             translated = translate(exc)
             if translated is exc:

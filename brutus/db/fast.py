@@ -23,7 +23,7 @@ from sqlalchemy.sql import Executable
 
 from ..codec import dumps_json, loads_json
 
-__all__ = ["FastSQLite", "prebuilt"]
+__all__ = ["FastSQLite", "prebuilt", "sqlite_transaction"]
 
 _PREBUILT: dict[int, Executable] = {}
 
@@ -32,6 +32,26 @@ def prebuilt(statement: Executable) -> Executable:
     """Mark a module-level statement as built once, so its compiled form is cached."""
     _PREBUILT[id(statement)] = statement
     return statement
+
+
+def sqlite_transaction(
+    dbapi: Any, write: bool, committed: Callable[[], None], run: Callable[..., Any], *args: Any, cancelled: Any = None
+) -> Any:
+    """``run(*args)`` in a transaction of its own on the sqlite3 connection ``dbapi`` (``BEGIN IMMEDIATE`` for
+    a write): committed, or rolled back if it raises or ``cancelled`` (an event) is set by then; after a
+    write, ``committed()`` (the store's checkpoint thread). A call of the sync store, and of the async store
+    in aiosqlite's thread."""
+    dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    try:
+        value = run(*args)
+        dbapi.execute("ROLLBACK" if cancelled is not None and cancelled.is_set() else "COMMIT")
+    except BaseException:
+        if dbapi.in_transaction:
+            dbapi.execute("ROLLBACK")
+        raise
+    if write:
+        committed()
+    return value
 
 
 def _json_out(value: Any) -> Any:
