@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol, runtime_checkable
 
+from .codec import one_shot
+
 __all__ = [
     "CHARS_PER_TOKEN",
     "EstimateCounter",
@@ -36,14 +38,14 @@ def estimate_tokens(text: str | None) -> int:
     return -(-_utf8_len(text) // CHARS_PER_TOKEN)
 
 
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # built once: json.dumps builds one per call
+_COMPACT = one_shot(json.JSONEncoder(ensure_ascii=False, separators=(",", ":")))  # json.dumps builds one per call
 
 
 def estimate_json_tokens(value: Any) -> int:
     """The estimate of a JSON value as the model would see it serialized (tool inputs, metadata)."""
     if value is None or value == {}:
         return 0
-    return estimate_tokens(_COMPACT.encode(value))
+    return estimate_tokens(_COMPACT(value))
 
 
 @runtime_checkable

@@ -58,3 +58,54 @@ def test_encode_json_serializes_once_and_dumps_json_passes_it_through() -> None:
     escaped = encode_json({"k": "nul\x00"})
     assert escaped == {"k": "nul\ue0000"} and loads_json(dumps_json(escaped)) == {"k": "nul\x00"}
     assert encode_json(None) is None
+
+
+compact = json_values | st.tuples(st.integers(), st.text()) | st.dictionaries(st.integers(), st.booleans(), max_size=3)
+
+
+@given(compact)
+def test_one_shot_encodes_as_the_encoder_does(value) -> None:
+    import json
+
+    from brutus.codec import one_shot
+
+    for encoder in (
+        json.JSONEncoder(ensure_ascii=False, allow_nan=False),
+        json.JSONEncoder(ensure_ascii=False, separators=(",", ":")),
+        json.JSONEncoder(),
+    ):
+        assert one_shot(encoder)(value) == encoder.encode(value)
+
+
+def test_one_shot_raises_as_the_encoder_does_and_recovers() -> None:
+    import json
+    import threading
+
+    import pytest
+
+    from brutus.codec import one_shot
+
+    encode = one_shot(json.JSONEncoder(ensure_ascii=False, allow_nan=False))
+    looped: dict = {"a": [1]}
+    looped["a"].append(looped)
+    shared = {"x": [1, 2]}
+    with pytest.raises(ValueError, match="Circular reference"):
+        encode(looped)
+    # the failed call's markers are gone with its encoder: the same containers, the loop cut, encode now
+    looped["a"].pop()
+    assert encode(looped) == '{"a": [1]}'
+    assert encode({"a": [shared, shared], "b": shared}) == '{"a": [{"x": [1, 2]}, {"x": [1, 2]}], "b": {"x": [1, 2]}}'
+    with pytest.raises(ValueError, match="Out of range float"):
+        encode({"v": float("nan")})
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        encode({"v": object()})
+    assert encode(["ok"]) == '["ok"]'
+    # each thread has its own encoder (and markers): many threads encoding the same dict at once all succeed
+    results: list[str] = []
+    threads = [threading.Thread(target=lambda: results.extend(encode(shared) for _ in range(2000))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == ['{"x": [1, 2]}'] * 8000
+
