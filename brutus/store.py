@@ -31,7 +31,18 @@ from .db.fast import FastSQLite, sqlite_transaction
 from .db.migrate import check_schema, upgrade
 from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
-from .models import CompactionConfig, CompactionRecord, CompactionResult, Message, MessageWithParts, Part, PruneResult, Session, TokenCounts, ToolPart
+from .models import (
+    CompactionConfig,
+    CompactionRecord,
+    CompactionResult,
+    Message,
+    MessageWithParts,
+    Part,
+    PruneResult,
+    Session,
+    TokenCounts,
+    ToolPart,
+)
 
 if TYPE_CHECKING:
     from .maintenance import GcResult

@@ -47,7 +47,8 @@ class Checkpointer:
         """The store committed a write: checkpoint soon (starts the thread the first time)."""
         if self._thread is None:
             self._start()
-        self._wake.set()
+        if not self._wake.is_set():  # set already: a checkpoint is to come, after this commit (set() locks)
+            self._wake.set()
 
     def _start(self) -> None:
         with self._lock:

@@ -21,7 +21,7 @@ from sqlalchemy import JSON, Boolean
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Executable
 
-from ..codec import dumps_json, loads_json
+from ..codec import JSONText, dumps_json, loads_json
 
 __all__ = ["FastSQLite", "prebuilt", "sqlite_transaction"]
 
@@ -74,7 +74,7 @@ def _one_arg(name: str) -> Callable[[dict[str, Any]], tuple[Any]]:
 
 
 class _Plan:
-    __slots__ = ("sql", "names", "defaults", "json_params", "converters", "row_type", "args")
+    __slots__ = ("_json_at", "_values", "args", "converters", "defaults", "json_params", "names", "row_type", "sql")
 
     def __init__(self, statement: Executable, dialect: Dialect, keys: Sequence[str]) -> None:
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
@@ -98,25 +98,21 @@ class _Plan:
                 self.converters.append((index, _bool_out))
         self.row_type: Any = None
         # ``args(params)``: the positional parameters. Most statements need no defaults and no JSON: a getter.
-        self.args: Callable[[Any], tuple[Any, ...]]
-        if self.defaults or self.json_params:
-            self.args = self._converted_args
-        elif not self.names:
-            self.args = _no_args
-        elif len(self.names) == 1:
-            self.args = _one_arg(self.names[0])
-        else:
-            self.args = itemgetter(*self.names)
+        self.args: Callable[[Any], Sequence[Any]]
+        self._values = itemgetter(*self.names) if len(self.names) > 1 else _one_arg(self.names[0]) if self.names else _no_args
+        self._json_at = tuple(index for index, name in enumerate(self.names) if name in self.json_params)
+        self.args = self._converted_args if self.defaults or self._json_at else self._values
 
-    def _converted_args(self, params: dict[str, Any] | None) -> tuple[Any, ...]:
-        values = {**self.defaults, **params} if params else self.defaults
-        json_params = self.json_params
-        return tuple(
-            [
-                dumps_json(value) if name in json_params and value is not None else value
-                for name, value in zip(self.names, map(values.__getitem__, self.names))
-            ]
-        )
+    def _converted_args(self, params: dict[str, Any] | None) -> list[Any]:
+        """The positional parameters, the statement's own values as defaults, JSON values serialized."""
+        if self.defaults:
+            params = {**self.defaults, **params} if params else self.defaults
+        args = list(self._values(params))
+        for index in self._json_at:
+            value = args[index]
+            if value is not None and type(value) is not JSONText:
+                args[index] = dumps_json(value)
+        return args
 
     def rows(self, cursor: Any, raw: list[tuple[Any, ...]]) -> list[Any]:
         if self.row_type is None:
