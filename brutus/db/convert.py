@@ -23,6 +23,7 @@ from ..models import (
     PartTime,
     CacheTokens,
     Session,
+    TextPart,
     TokenCounts,
     ToolPart,
     ToolState,
@@ -37,6 +38,7 @@ __all__ = [
     "part_data",
     "part_from_row",
     "part_tokens",
+    "replaced",
     "session_from_row",
     "text_in",
     "text_out",
@@ -45,6 +47,8 @@ __all__ = [
 ]
 
 _PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
+_PART_CLASSES = tuple(PART_TYPES.values())
+_TEXT_DEFAULTS = {name: field.default for name, field in TextPart.model_fields.items()}
 _OWN_FIELDS = {"id", "session_id", "message_id", "type"}
 _TOOL_FIELDS = _OWN_FIELDS | {"call_id", "tool", "state"}
 
@@ -81,6 +85,12 @@ def construct(cls: Any, fields: dict[str, Any], fields_set: set[str] | None = No
     return obj
 
 
+def replaced(model: Any, update: dict[str, Any]) -> Any:
+    """``model.model_copy(update=update)`` for brutus's models (no extra fields, no private attributes) at a
+    fifth of its cost: a shallow copy with ``update`` applied and marked as set."""
+    return construct(type(model), {**model.__dict__, **update}, model.__pydantic_fields_set__ | update.keys())
+
+
 def text_in(value: str | None) -> str | None:
     return None if value is None else encode_text(value)
 
@@ -91,7 +101,10 @@ def text_out(value: str | None) -> str | None:
 
 def validate_part(part: Any) -> Part:
     """A part model from a model or a dict; ``InvalidInput`` naming what is wrong otherwise."""
-    if isinstance(part, tuple(PART_TYPES.values())):
+    if type(part) is dict and len(part) == 2 and part.get("type") == "text" and type(part.get("text")) is str:
+        # the agent's plain text part, built as validation builds it (a quarter of the cost)
+        return construct(TextPart, {**_TEXT_DEFAULTS, "text": part["text"]}, {"type", "text"})
+    if isinstance(part, _PART_CLASSES):
         return part  # type: ignore[return-value]
     try:
         return _PART_ADAPTER.validate_python(part)
