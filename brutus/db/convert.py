@@ -135,6 +135,8 @@ def part_tokens(part: Part) -> int:
 
 def part_data(part: Part) -> Any:
     """The ``parts.data`` JSON of a part: the type's own fields (a tool's state lives in ``tool_states``)."""
+    if type(part) is TextPart and part.time is None and part.metadata is None:  # the agent's text: its dump
+        return encode_json({"text": part.text, "synthetic": part.synthetic, "ignored": part.ignored})
     exclude = _TOOL_FIELDS if part.type == "tool" else _OWN_FIELDS
     try:
         # Python mode, not mode="json": pydantic's JSON mode mangles dict keys holding lone surrogates (and
