@@ -16,7 +16,7 @@ from collections.abc import Generator
 from functools import cache
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import and_, bindparam, delete, func, insert, null, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, literal_column, null, select, update
 from sqlalchemy.sql import Executable
 
 from .fast import prebuilt
@@ -340,7 +340,10 @@ NEWEST_BOUNDARY = prebuilt(
         _u.c.role == "user",
         _u.c.seq < _a.c.seq,
     )
-    .order_by(_u.c.seq.desc(), P.c.position)
+    # ``u.seq + 0``: ordered by an expression, not by an index, so SQLite starts from the session's few
+    # summaries (the summary index) instead of walking every message newest first, probing each for a
+    # summary after it: that walk read the whole history of a session without a boundary yet.
+    .order_by((_u.c.seq + literal_column("0")).desc(), P.c.position)
     .limit(1)
 )
 
