@@ -36,7 +36,7 @@ MAX_JSON_DEPTH = 256
 
 def one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
     """``encoder.encode``, without its per-call cost: ``JSONEncoder.encode`` builds the C encoder on every call
-    (a third of encoding a small dict). Here each thread builds it once and reuses it; it is dropped after a
+    (some 60% of encoding a small dict). Here each thread builds it once and reuses it; it is dropped after a
     failed call, whose circular-reference markers may be left behind. Falls back to ``encoder.encode`` where
     the C encoder is missing or not called as in CPython 3.11-3.13."""
     make = json.encoder.c_make_encoder  # type: ignore[attr-defined]

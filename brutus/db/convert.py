@@ -86,8 +86,8 @@ def construct(cls: Any, fields: dict[str, Any], fields_set: set[str] | None = No
 
 
 def replaced(model: Any, update: dict[str, Any]) -> Any:
-    """``model.model_copy(update=update)`` for brutus's models (no extra fields, no private attributes) at a
-    fifth of its cost: a shallow copy with ``update`` applied and marked as set."""
+    """``model.model_copy(update=update)`` for brutus's models (no extra fields, no private attributes) in less
+    than half its time: a shallow copy with ``update`` applied and marked as set."""
     return construct(type(model), {**model.__dict__, **update}, model.__pydantic_fields_set__ | update.keys())
 
 
@@ -102,7 +102,7 @@ def text_out(value: str | None) -> str | None:
 def validate_part(part: Any) -> Part:
     """A part model from a model or a dict; ``InvalidInput`` naming what is wrong otherwise."""
     if type(part) is dict and len(part) == 2 and part.get("type") == "text" and type(part.get("text")) is str:
-        # the agent's plain text part, built as validation builds it (a quarter of the cost)
+        # the agent's plain text part, built as validation builds it (some 40% of the time)
         return construct(TextPart, {**_TEXT_DEFAULTS, "text": part["text"]}, {"type", "text"})
     if isinstance(part, _PART_CLASSES):
         return part  # type: ignore[return-value]

@@ -209,7 +209,7 @@ _STR_OR_NONE = (str, type(None))
 def _plain_message(
     message_id: str, session_id: str, role: str, parent_id: str | None, fields: dict[str, Any], now: Any
 ) -> Message | None:
-    """The message ``_validated_message`` builds, built directly (a fifth of the cost) when every value is
+    """The message ``_validated_message`` builds, built directly (some 20% faster) when every value is
     of the plain kind that validation passes through unchanged; None otherwise."""
     if not fields.keys() <= _PLAIN_FIELDS or fields["finish"] is not None or fields["error"] is not None:
         return None
