@@ -1,9 +1,11 @@
 """The worker processes of tests/test_races.py. Each prints ``ready``, then waits for a line on stdin before
 it starts, so the test releases all workers at once.
 
-    python race_worker.py URL append SHARED STEPS MODE [OUTPUT_BYTES]   agent steps into its own session and SHARED
-                                                        (MODE: call = a commit per call, batch = per step);
-                                                        prints its own session id
+    python race_worker.py URL append SHARED STEPS MODE [OUTPUT_BYTES [PAUSE_MS]]
+                                                        agent steps into its own session and SHARED
+                                                        (MODE: call = a commit per call, batch = per step),
+                                                        PAUSE_MS after each (as an agent waits for its
+                                                        model); prints its own session id
     python race_worker.py URL compact SESSION           one compaction per stdin line ``go``; prints its
                                                         outcome; ``block`` instead makes the summarizer wait
                                                         for one more line (the test holds it mid-call)
@@ -41,7 +43,7 @@ def agent_step(store: SessionStore, session_id: str, label: str, output_bytes: i
     store.finish_message(reply.id, finish="stop", tokens={"input": 10, "output": 2})
 
 
-def append(store: SessionStore, shared: str, steps: str, mode: str, output_bytes: str = "300") -> None:
+def append(store: SessionStore, shared: str, steps: str, mode: str, output_bytes: str = "300", pause_ms: str = "0") -> None:
     own = store.create_session(title="own")
     say("ready")
     sys.stdin.readline()
@@ -53,6 +55,8 @@ def append(store: SessionStore, shared: str, steps: str, mode: str, output_bytes
                     agent_step(store, session_id, f"{own.id}:{i}", int(output_bytes))
             else:
                 agent_step(store, session_id, f"{own.id}:{i}", int(output_bytes))
+            if float(pause_ms):
+                time.sleep(float(pause_ms) / 1000)
     print(f"appended in {time.perf_counter() - started:.3f}s", file=sys.stderr)
     say(own.id)
 

@@ -169,10 +169,13 @@ def test_messages_appended_during_a_compaction_become_its_tail(store: SessionSto
 
 def test_prune_races_appends(store: SessionStore, store_url: str) -> None:
     # Long enough that prunes land between appends on a loaded 2-core machine (SQLite commits ~10x faster), and
-    # longer than the first prune (0.4 s on a quiet machine, where 300 steps ended inside it).
+    # longer than the first prune (0.4 s on a quiet machine, where 300 steps ended inside it). The appender
+    # pauses 1 ms after each step, as an agent waits for its model: back to back, its commits per call hold
+    # SQLite's write lock almost all the time, and the pruner's busy handler, polling every few ms, could
+    # find it free only once the appends were over (seen on a fast day: one prune took the whole race).
     steps, turns = (1000 if store.engine.dialect.name == "sqlite" else 80), 6
     shared = write_history(store, _turns(turns, output_bytes=4000))
-    appender = Worker(store_url, "append", shared, str(steps), "call", "4000").ready()
+    appender = Worker(store_url, "append", shared, str(steps), "call", "4000", "1").ready()
     pruner = Worker(store_url, "prune", shared, str(2 * (turns + steps))).ready()
     before_race = [p.id for m in store.messages(shared) for p in m.parts if p.type == "tool" and p.state.time.compacted]
     appender.send(), pruner.send()
