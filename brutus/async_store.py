@@ -6,9 +6,11 @@ Rules it keeps (the sync store's, see ``brutus.store``):
   ``AsyncConnection``: each call is one transaction, ``async with store.batch():`` makes several calls one.
   Each method only builds its operation and awaits ``_run``; a new operation is one such method.
 - Nothing blocks the event loop: statements go through aiosqlite's worker thread (all of a call's at once,
-  with the sync store's compiled statements, and a call of its own with its BEGIN and COMMIT) or psycopg's
-  async connection, and ``open`` migrates the schema in a worker thread.
-- Write transactions take the write lock up front (``BEGIN IMMEDIATE`` on SQLite), as in the sync store.
+  with the sync store's compiled statements, and a call of its own with its BEGIN and COMMIT, on aiosqlite
+  connections kept between calls: ``brutus.db.async_sqlite``) or psycopg's async connection, and ``open``
+  migrates the schema in a worker thread.
+- Write transactions take the write lock up front (``BEGIN IMMEDIATE`` on SQLite), as in the sync store; a
+  batch on SQLite takes it in its first call's trip, before that call's first statement.
 - SQLAlchemy and driver errors are translated into ``brutus.errors`` by the sync store's ``translate_errors``.
 - A batch belongs to the task that opened it and to the tasks started inside it: their calls take turns on
   the batch's one connection, and the batch commits once all of them are done.
@@ -29,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .db import history_ops, ops
 from .db.async_engine import make_async_engine, sync_url
+from .db.async_sqlite import DriverConnections
 from .db.checkpoint import Checkpointer
 from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, make_engine, redact
@@ -56,21 +59,27 @@ __all__ = ["AsyncSessionStore"]
 
 @dataclass(eq=False)
 class _Batch:
-    """The connection of an open ``batch()`` and the lock its calls take turns with."""
+    """An open ``batch()``: its aiosqlite connection (SQLite) or SQLAlchemy connection, and the lock its calls
+    take turns with."""
 
-    connection: AsyncConnection
+    connection: AsyncConnection | None = None
+    driver: Any = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     open: bool = True
+    begun: bool = False  # SQLite: a call was sent, so its trip began the transaction
 
 
-async def _aiosqlite_connection(connection: AsyncConnection) -> Any:
-    """The ``aiosqlite.Connection`` under ``connection``, if it offers what ``_drive_sqlite`` needs (the
-    queue of calls run in its thread, which SQLAlchemy's own aiosqlite adapter uses too); else None."""
-    raw = await connection.get_raw_connection()
-    driver = getattr(raw.dbapi_connection, "driver_connection", None)
-    if callable(getattr(driver, "_execute", None)) and getattr(driver, "_connection", None) is not None:
-        return driver
-    return None
+def _end_sqlite(conn: Any, commit: bool) -> None:
+    """COMMIT (or ROLLBACK) the transaction open on the sqlite3 connection ``conn``, if any; a COMMIT that
+    fails is rolled back. Runs in aiosqlite's thread."""
+    if not conn.in_transaction:
+        return
+    try:
+        conn.execute("COMMIT" if commit else "ROLLBACK")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _prepare_schema(url: str, auto_migrate: bool) -> None:
@@ -100,6 +109,8 @@ class AsyncSessionStore:
         self._checkpointer = Checkpointer(engine.url.database or "") if self._fast is not None else None
         if self._checkpointer is not None:  # a store dropped without close() stops its thread too
             weakref.finalize(self, self._checkpointer.close, 0.0)
+        # SQLite: aiosqlite connections kept between calls (see db/async_sqlite.py)
+        self._drivers = DriverConnections(engine) if self._fast is not None else None
 
     @classmethod
     async def open(
@@ -119,6 +130,8 @@ class AsyncSessionStore:
         return cls(engine, url=redact(url), clock=clock)
 
     async def close(self) -> None:
+        if self._drivers is not None:
+            await self._drivers.close()
         await self.engine.dispose()
         if self._checkpointer is not None:
             await asyncio.to_thread(self._checkpointer.close)  # may wait for a checkpoint under way
@@ -135,11 +148,8 @@ class AsyncSessionStore:
 
     @asynccontextmanager
     async def _connection(self, write: bool) -> AsyncIterator[AsyncConnection]:
-        batch = self._batch.get()
-        if batch is not None and batch.open:
-            async with batch.lock:
-                yield batch.connection
-            return
+        """A SQLAlchemy connection inside a transaction of its own, committed on success (PostgreSQL, and SQLite
+        when aiosqlite cannot be driven directly)."""
         with translate_errors():
             async with self.engine.connect() as connection:
                 if write:
@@ -149,36 +159,51 @@ class AsyncSessionStore:
         if write and self._checkpointer is not None:
             self._checkpointer.committed()
 
+    async def _take_driver(self) -> Any:
+        """SQLite: a kept aiosqlite connection (see ``DriverConnections``); None on PostgreSQL, or when the
+        driver cannot be driven directly."""
+        if self._drivers is None:
+            return None
+        with translate_errors():
+            return await self._drivers.take()
+
     async def _run(self, op: Op, *, write: bool = True) -> Any:
         batch = self._batch.get()
-        if self._fast is not None and (batch is None or not batch.open):
+        if batch is not None and batch.open:
+            async with batch.lock:
+                if batch.driver is not None:  # the whole operation in one trip to aiosqlite's thread
+                    batch.begun = True  # before the trip: the thread begins even if this call is cancelled
+                    with translate_errors():
+                        return await batch.driver._execute(self._drive_in_batch, batch.driver, op)
+                return await self._drive_async(batch.connection, op)
+        driver = await self._take_driver()
+        if driver is not None:
             # SQLite, a call with its own transaction: BEGIN, the operation and COMMIT in one trip to aiosqlite's
             # thread (through SQLAlchemy's BEGIN and COMMIT it took five more)
-            with translate_errors():
-                async with self.engine.connect() as connection:
-                    driver = await _aiosqlite_connection(connection)
-                    if driver is not None:
-                        cancelled = threading.Event()
-                        try:
-                            return await driver._execute(self._transaction_sqlite, driver, op, write, cancelled)
-                        except asyncio.CancelledError:
-                            cancelled.set()  # the thread rolls back what it has not committed yet
-                            raise
+            cancelled = threading.Event()
+            try:
+                with translate_errors():
+                    return await driver._execute(self._transaction_sqlite, driver, op, write, cancelled)
+            except asyncio.CancelledError:
+                cancelled.set()  # the thread rolls back what it has not committed yet
+                raise
+            finally:
+                await self._drivers.give_back(driver)  # type: ignore[union-attr]
         async with self._connection(write) as connection:
-            with translate_errors():
-                if self._fast is not None:
-                    driver = await _aiosqlite_connection(connection)
-                    if driver is not None:  # the whole operation in one trip to aiosqlite's thread
-                        return await driver._execute(self._drive_sqlite, driver, op)
-                try:
-                    current: Step = next(op)
-                    while True:
-                        result = await connection.execute(current.statement, current.params)
-                        current = op.send(fetch(result, current.fetch))
-                except StopIteration as stop:
-                    return stop.value
-                finally:
-                    op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
+            return await self._drive_async(connection, op)
+
+    async def _drive_async(self, connection: Any, op: Op) -> Any:
+        """Run ``op`` statement by statement on a SQLAlchemy ``AsyncConnection``."""
+        with translate_errors():
+            try:
+                current: Step = next(op)
+                while True:
+                    result = await connection.execute(current.statement, current.params)
+                    current = op.send(fetch(result, current.fetch))
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
 
     def _transaction_sqlite(self, driver: Any, op: Op, write: bool, cancelled: threading.Event) -> Any:
         """``op`` in a transaction of its own on ``driver``'s sqlite3 connection, in aiosqlite's worker thread
@@ -186,11 +211,18 @@ class AsyncSessionStore:
         committed = self._checkpointer.committed  # type: ignore[union-attr]
         return sqlite_transaction(driver._conn, write, committed, self._drive_sqlite, driver, op, cancelled=cancelled)
 
+    def _drive_in_batch(self, driver: Any, op: Op) -> Any:
+        """``op`` inside a batch, in aiosqlite's thread: the batch's first call begins its transaction
+        (``BEGIN IMMEDIATE``, the write lock before any statement), in the same trip."""
+        if not driver._conn.in_transaction:
+            driver._conn.execute("BEGIN IMMEDIATE")
+        return self._drive_sqlite(driver, op)
+
     def _drive_sqlite(self, driver: Any, op: Op) -> Any:
         """Run ``op`` on the sqlite3 connection of ``driver``, in aiosqlite's worker thread, as the sync store
         does (compiled-once statements, ``brutus.db.fast``): one thread hop per call instead of several per
-        statement. The transaction is the caller's: ``_transaction_sqlite``'s for a call of its own, the batch's
-        (begun and ended by SQLAlchemy in ``_connection``) inside a batch."""
+        statement. The transaction is the caller's: ``_transaction_sqlite``'s for a call of its own, the
+        batch's inside a batch."""
         fast = self._fast.execute  # type: ignore[union-attr]
         dbapi = driver._conn
         try:
@@ -209,15 +241,42 @@ class AsyncSessionStore:
         if current is not None and current.open:
             yield self
             return
-        async with self._connection(write=True) as connection:
-            batch = _Batch(connection)
-            token = self._batch.set(batch)
-            try:
+        driver = await self._take_driver()
+        if driver is None:
+            async with self._connection(write=True) as connection, self._batch_open(_Batch(connection)):
                 yield self
+            return
+        # SQLite: each call inside is a trip to aiosqlite's thread, the first with the BEGIN IMMEDIATE, and the
+        # COMMIT one more (a batch without calls costs none)
+        batch, committed = _Batch(driver=driver), False
+        try:
+            with translate_errors():
+                async with self._batch_open(batch):
+                    yield self
+                if batch.begun:
+                    await driver._execute(_end_sqlite, driver._conn, True)
+            committed = True
+        finally:
+            try:
+                if batch.begun and not committed:  # also after a cancelled call, which the thread completes
+                    with translate_errors():
+                        await driver._execute(_end_sqlite, driver._conn, False)
             finally:
-                async with batch.lock:  # calls still running in tasks started inside the block finish first
-                    batch.open = False
-                self._batch.reset(token)
+                await self._drivers.give_back(driver)  # type: ignore[union-attr]
+        if batch.begun:
+            self._checkpointer.committed()  # type: ignore[union-attr]
+
+    @asynccontextmanager
+    async def _batch_open(self, batch: _Batch) -> AsyncIterator[None]:
+        """``batch`` is the current batch inside the block; at its end, calls still running in tasks started
+        inside it finish first."""
+        token = self._batch.set(batch)
+        try:
+            yield
+        finally:
+            async with batch.lock:
+                batch.open = False
+            self._batch.reset(token)
 
     # -- sessions ---------------------------------------------------------------------------------------------
 

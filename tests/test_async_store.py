@@ -664,12 +664,9 @@ async def test_sqlite_without_the_driver_thread_queue_runs_statement_by_statemen
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An aiosqlite without the call queue ``_drive_sqlite`` uses: the store falls back to SQLAlchemy."""
-    import brutus.async_store as async_store
+    import brutus.db.async_sqlite as async_sqlite
 
-    async def no_driver(connection: Any) -> None:
-        return None
-
-    monkeypatch.setattr(async_store, "_aiosqlite_connection", no_driver)
+    monkeypatch.setattr(async_sqlite, "usable_driver", lambda driver: None)
     monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", None)  # never reached
     async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'fallback.db'}") as store:
         ses = await store.create_session(title=HOSTILE)
