@@ -46,9 +46,9 @@ class DriverConnections:
 
     async def take(self) -> Any:
         """An idle connection, or a new one from the engine; None if the driver is not a usable aiosqlite."""
-        if self._idle:
-            driver = self._idle.pop()
-        else:
+        try:
+            driver = self._idle.pop()  # no check first: loops in other threads may share the store
+        except IndexError:
             pooled = await self._engine.raw_connection()
             driver = usable_driver(pooled.driver_connection)
             if driver is None:
