@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .models import CompactionConfig, MessageWithParts, PruneResult, Role, ToolPart, ToolStatus
 from .tokens import estimate_tokens
@@ -30,13 +31,13 @@ from .tokens import estimate_tokens
 __all__ = ["PruneCandidate", "PrunePlan", "plan_prune", "prune"]
 
 
-@dataclass(frozen=True, slots=True)
-class PruneCandidate:
+class PruneCandidate(NamedTuple):
     """One row of the prune scan: a tool part, or a message without tool parts (``part_id`` None).
 
     Rows come in chronological order: by message, then by part position within the message. Every message
     appears at least once (a ``LEFT JOIN`` of messages to tool states gives exactly this), because user
     messages count turns whether or not they hold tools. ``message_seq`` groups the rows of one message.
+    A named tuple: built at C speed, one per message of the scan.
     """
 
     message_seq: int

@@ -167,3 +167,42 @@ def test_filter_compacted_stops_at_the_newest_completed_boundary(store: SessionS
     full = store.messages(session_id)
     assert [m.info.id for m in view] == [m.info.id for m in full[4:]]  # tail starts two back from the boundary
     assert store.get_session(session_id).message_count == len(spec)
+
+
+def _old_reads(count: int) -> list[Msg]:
+    reads = [Msg("assistant", tools=[Tool("read", output_bytes=10_000)]) for _ in range(count)]
+    return [Msg("user", text="start"), *reads, Msg("user", text="turn 1"), Msg("user", text="turn 0")]
+
+
+def test_prune_reads_the_marked_parts_back_in_one_query(store: SessionStore) -> None:
+    # 16 reads (40,000 tokens) are protected: 30 reads mark 14, 60 mark 44; the queries are the same (the marks
+    # are one executemany, which SQLite's trace reports once per part)
+    counts = []
+    for reads, marked in ((30, 14), (60, 44)):
+        session_id = write_history(store, _old_reads(reads))
+        statements: list[str] = []
+        store.close()
+        with capture_sql(store.engine, statements):
+            result = store.prune(session_id)
+        assert len(result.parts) == marked
+        counts.append(sum(1 for sql in statements if sql.lstrip().upper().startswith("SELECT")))
+    assert counts[0] == counts[1]
+
+
+def test_prune_returns_a_marked_part_whose_tool_row_names_another_session(store: SessionStore, store_url: str) -> None:
+    # tool_states.session_id out of step with its part (an operator's UPDATE): the part is read back by id
+    session_id = write_history(store, _old_reads(30))
+    other = store.create_session().id
+    oldest = store.messages(session_id)[1].parts[0].id
+    engine = create_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE tool_states SET session_id = :o WHERE part_id = :p"), {"o": other, "p": oldest})
+    engine.dispose()
+    result = store.prune(session_id)
+    assert len(result.parts) == 14 and result.parts[-1].id == oldest  # newest first: the oldest is last
+    engine = create_engine(store_url)
+    with engine.connect() as conn:
+        stamps = dict(conn.execute(text("SELECT part_id, compacted_at FROM tool_states WHERE compacted_at IS NOT NULL")).all())
+    engine.dispose()
+    assert sorted(stamps) == sorted(p.id for p in result.parts)
+    assert all(p.state.time.compacted == stamps[p.id] and p.state.output is None for p in result.parts)

@@ -84,28 +84,22 @@ def prune_session(session_id: Any, config: CompactionConfig, *, now: int) -> Op:
         raise NotFound("session", session_id)
     if not config.prune:
         return PruneResult()
-    rows = yield step(st.PRUNE_ROWS, {"b_sid": session_id, "b_from_seq": session.boundary_seq}, fetch="all")
-    plan = plan_prune(
-        [
-            PruneCandidate(
-                message_seq=r.seq,
-                role=r.role,
-                summary=bool(r.summary),
-                part_id=r.id,
-                tool=r.tool,
-                status=r.status,
-                output_tokens=r.output_tokens or 0,
-                compacted=r.compacted_at is not None,
-            )
-            for r in rows
-        ],
-        config,
-    )
+    rows = yield step(st.PRUNE_ROWS, {"b_sid": session_id, "b_from_seq": session.boundary_seq}, fetch="raw")
+    candidates = [  # by position: a first prune of a long session reads a row per message
+        PruneCandidate(seq, role, bool(summary), part_id, tool, status, tokens or 0, compacted is not None)
+        for seq, role, summary, part_id, tool, status, tokens, compacted in rows
+    ]
+    plan = plan_prune(candidates, config)
     if not plan.part_ids:
         return PruneResult(pruned=0, total=plan.total, parts=[])
     yield from mark_pruned(plan.part_ids, now=now)
+    # read back in one query, not one per part (a first prune of a long session marks thousands)
+    rows = yield step(st.PARTS_PRUNED_AT, {"b_sid": session_id, "b_now": now}, fetch="all")
+    by_id = {row.id: row for row in rows}
     marked = []
     for part_id in plan.part_ids:
-        found = yield step(st.PART_WITHOUT_OUTPUT, {"b_pid": part_id}, fetch="first")
+        found = by_id.get(part_id)
+        if found is None:  # marked by someone else in between: read as it is
+            found = yield step(st.PART_WITHOUT_OUTPUT, {"b_pid": part_id}, fetch="first")
         marked.append(part_from_row(found))
     return PruneResult(pruned=plan.pruned, total=plan.total, parts=marked)

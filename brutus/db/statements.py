@@ -259,6 +259,8 @@ PARTS_FROM = prebuilt(
     .where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq"))
 )
 PART_WITHOUT_OUTPUT = prebuilt(select_parts("none").where(P.c.id == _b("pid")))
+# the parts of a session marked pruned at one instant (the tool_states index on session_id, compacted_at)
+PARTS_PRUNED_AT = prebuilt(select_parts("none").where(T.c.session_id == _b("sid"), T.c.compacted_at == _b("now")))
 
 # -- prune
 _tool_parts = P.alias("tp")
