@@ -99,7 +99,7 @@ def prune_session(session_id: Any, config: CompactionConfig, *, now: int) -> Op:
     marked = []
     for part_id in plan.part_ids:
         found = by_id.get(part_id)
-        if found is None:  # marked by someone else in between: read as it is
+        if found is None:  # its tool row names another session (an operator's edit): read it by id
             found = yield step(st.PART_WITHOUT_OUTPUT, {"b_pid": part_id}, fetch="first")
         marked.append(part_from_row(found))
     return PruneResult(pruned=plan.pruned, total=plan.total, parts=marked)
