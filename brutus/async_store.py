@@ -52,7 +52,7 @@ from .models import (
     TokenCounts,
     ToolPart,
 )
-from .store import Clock, _now_ms, fetch, translate_errors
+from .store import Clock, _now_ms, drive, translate_errors
 
 __all__ = ["AsyncSessionStore"]
 
@@ -193,17 +193,10 @@ class AsyncSessionStore:
             return await self._drive_async(connection, op)
 
     async def _drive_async(self, connection: Any, op: Op) -> Any:
-        """Run ``op`` statement by statement on a SQLAlchemy ``AsyncConnection``."""
+        """Run ``op`` statement by statement on a SQLAlchemy ``AsyncConnection``: the sync store's loop in one
+        greenlet (``run_sync``), not a greenlet per statement."""
         with translate_errors():
-            try:
-                current: Step = next(op)
-                while True:
-                    result = await connection.execute(current.statement, current.params)
-                    current = op.send(fetch(result, current.fetch))
-            except StopIteration as stop:
-                return stop.value
-            finally:
-                op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
+            return await connection.run_sync(drive, op)
 
     def _transaction_sqlite(self, driver: Any, op: Op, write: bool, cancelled: threading.Event) -> Any:
         """``op`` in a transaction of its own on ``driver``'s sqlite3 connection, in aiosqlite's worker thread

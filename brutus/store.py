@@ -47,7 +47,7 @@ from .models import (
 if TYPE_CHECKING:
     from .maintenance import GcResult
 
-__all__ = ["SessionStore", "fetch", "translate", "translate_errors"]
+__all__ = ["SessionStore", "drive", "fetch", "translate", "translate_errors"]
 
 Clock = Callable[[], int]
 
@@ -65,6 +65,19 @@ def fetch(result: Any, how: str) -> Any:
     if how == "rowcount":
         return result.rowcount
     return None
+
+
+def drive(connection: Any, op: Op) -> Any:
+    """Run ``op``'s steps on a SQLAlchemy ``Connection``, statement by statement; its return value. (The async
+    store runs it too, through ``AsyncConnection.run_sync``: the whole operation in one greenlet.)"""
+    try:
+        current: Step = next(op)
+        while True:
+            current = op.send(fetch(connection.execute(current.statement, current.params), current.fetch))
+    except StopIteration as stop:
+        return stop.value
+    finally:
+        op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
 
 
 @contextmanager
@@ -225,14 +238,13 @@ class SessionStore:
 
     def _drive(self, connection: Any, op: Op) -> Any:
         """Run ``op``'s steps on ``connection``; its return value."""
+        if self._fast is None:
+            return drive(connection, op)
+        fast = self._fast.execute
         try:
             current: Step = next(op)
-            if self._fast is not None:
-                fast = self._fast.execute
-                while True:
-                    current = op.send(fast(connection, *current))
             while True:
-                current = op.send(fetch(connection.execute(current.statement, current.params), current.fetch))
+                current = op.send(fast(connection, *current))
         except StopIteration as stop:
             return stop.value
         finally:
