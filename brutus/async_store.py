@@ -37,7 +37,7 @@ from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, make_engine, redact
 from .db.fast import FastSQLite, sqlite_transaction
 from .db.migrate import check_schema, upgrade
-from .db.statements import Op, Step
+from .db.statements import Op
 from .errors import InvalidInput
 from .maintenance import GcResult
 from .models import (
@@ -216,16 +216,7 @@ class AsyncSessionStore:
         does (compiled-once statements, ``brutus.db.fast``): one thread hop per call instead of several per
         statement. The transaction is the caller's: ``_transaction_sqlite``'s for a call of its own, the
         batch's inside a batch."""
-        fast = self._fast.execute  # type: ignore[union-attr]
-        dbapi = driver._conn
-        try:
-            current: Step = next(op)
-            while True:
-                current = op.send(fast(dbapi, *current))
-        except StopIteration as stop:
-            return stop.value
-        finally:
-            op.close()
+        return self._fast.run(driver._conn, op)  # type: ignore[union-attr]
 
     @asynccontextmanager
     async def batch(self) -> AsyncIterator[AsyncSessionStore]:

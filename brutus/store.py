@@ -240,15 +240,7 @@ class SessionStore:
         """Run ``op``'s steps on ``connection``; its return value."""
         if self._fast is None:
             return drive(connection, op)
-        fast = self._fast.execute
-        try:
-            current: Step = next(op)
-            while True:
-                current = op.send(fast(connection, *current))
-        except StopIteration as stop:
-            return stop.value
-        finally:
-            op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
+        return self._fast.run(connection, op)
 
     @contextmanager
     def batch(self) -> Iterator[SessionStore]:

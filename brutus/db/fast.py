@@ -146,6 +146,19 @@ class FastSQLite:
             plan = self._plans[key] = _Plan(statement, self.dialect, keys)
         return plan
 
+    def run(self, dbapi: Any, op: Any) -> Any:
+        """Run the operation ``op`` (a generator of ``Step``s, see ``statements``) on the sqlite3 connection
+        ``dbapi``; its return value. The transaction is the caller's."""
+        execute = self.execute
+        try:
+            current = next(op)
+            while True:
+                current = op.send(execute(dbapi, *current))
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
+
     def execute(self, dbapi: Any, statement: Executable, params: Any, fetch: str) -> Any:
         if isinstance(params, list):
             if not params:
