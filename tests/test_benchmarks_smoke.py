@@ -27,5 +27,6 @@ def test_append_benchmark_runs_and_writes_json(tmp_path: Path) -> None:
     figures = result["data"]["ms_per_turn"]
     assert set(figures) == {"brutus_call", "brutus_batch", "brutus_whole", "raw_call", "raw_batch", "raw_whole"}
     assert all(figure["median"] > 0 for figure in figures.values())
+    assert set(result["data"]["brutus_own_ms_per_turn"]) == {"batch", "call"}
     assert [goal["goal"] for goal in result["goals"]]  # every goal is reported, measured or not
     assert "brutus, 8 calls, a commit each" in done.stdout
