@@ -83,6 +83,8 @@ def raw_load(path: Path, session_id: str, repeats: int) -> dict:
     with recorded() as recording:
         recorder.messages(session_id)
     recorder.close()
+    if recording.statements < 3:  # the session, its messages, their parts (and tool states)
+        raise AssertionError(f"messages() sent {recording.statements} statements: the recording missed them")
     conn = raw_connection(path)
     replay = replayer(conn, recording)
     try:
