@@ -27,16 +27,33 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from .errors import MissingDependency
+
+
+def _require_extra() -> None:
+    """The async store runs on greenlet (SQLAlchemy's asyncio extension) and aiosqlite: say what to install."""
+    missing = []
+    for name in ("greenlet", "aiosqlite"):
+        try:
+            __import__(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise MissingDependency(f"the async store needs {' and '.join(missing)}: pip install 'brutus[async]'")
+
+
+_require_extra()
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine  # noqa: E402
 
 from .db import history_ops, ops
 from .db.async_engine import make_async_engine, sync_url
 from .db.async_sqlite import DriverConnections
 from .db.checkpoint import Checkpointer
 from .db.compaction_ops import list_compactions
-from .db.engine import WRITE, default_url, make_engine, redact
+from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.fast import FastSQLite, sqlite_transaction
-from .db.migrate import check_schema, upgrade
+from .db.migrate import prepare_schema
 from .db.statements import Op
 from .errors import InvalidInput
 from .maintenance import GcResult
@@ -82,14 +99,11 @@ def _end_sqlite(conn: Any, commit: bool) -> None:
         raise
 
 
-def _prepare_schema(url: str, auto_migrate: bool) -> None:
+def _prepare_schema(url: str, auto_migrate: bool, create: bool, read_only: bool) -> None:
     """Upgrade (or check) the schema with the sync migration code, on a sync engine used only for that."""
-    engine = make_engine(sync_url(url))
+    engine = make_engine(sync_url(url), create=create, read_only=read_only)
     try:
-        if auto_migrate:
-            upgrade(engine)
-        else:
-            check_schema(engine, redact(url))
+        prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
     finally:
         engine.dispose()
 
@@ -98,8 +112,14 @@ class AsyncSessionStore:
     """The persistent, compaction-aware session store (asyncio). Build it with
     ``await AsyncSessionStore.open(url)``; every method of ``SessionStore`` is here, awaitable."""
 
-    def __init__(self, engine: AsyncEngine, *, url: str | None = None, clock: Clock = _now_ms) -> None:
+    def __init__(self, engine: AsyncEngine, *, url: str | None = None, clock: Clock = _now_ms, read_only: bool = False) -> None:
+        if not is_brutus_engine(engine.sync_engine):
+            raise InvalidInput(
+                "AsyncSessionStore needs an engine with brutus's connection settings: build it with "
+                "brutus.db.async_engine.make_async_engine(url, **engine_options), or use AsyncSessionStore.open(url)"
+            )
         self.engine = engine
+        self.read_only = read_only
         self.url = url or engine.url.render_as_string(hide_password=True)
         self.clock = clock
         self._batch: ContextVar[_Batch | None] = ContextVar(f"brutus_async_batch_{id(self)}", default=None)
@@ -114,20 +134,26 @@ class AsyncSessionStore:
 
     @classmethod
     async def open(
-        cls, url: str | None = None, *, auto_migrate: bool = True, clock: Clock = _now_ms
+        cls,
+        url: str | None = None,
+        *,
+        auto_migrate: bool = True,
+        create: bool = True,
+        read_only: bool = False,
+        clock: Clock = _now_ms,
     ) -> AsyncSessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
-        dir), the same URLs ``SessionStore.open`` takes. With ``auto_migrate`` the schema is upgraded in place;
-        without, a database behind head raises ``SchemaOutOfDate`` naming the command to run."""
+        dir), the same URLs and options ``SessionStore.open`` takes."""
         url = url or default_url()
-        engine = make_async_engine(url)
+        create = create and not read_only
+        engine = make_async_engine(url, create=create, read_only=read_only)
         try:
             with translate_errors():
-                await asyncio.to_thread(_prepare_schema, url, auto_migrate)
+                await asyncio.to_thread(_prepare_schema, url, auto_migrate, create, read_only)
         except BaseException:
             await engine.dispose()
             raise
-        return cls(engine, url=redact(url), clock=clock)
+        return cls(engine, url=redact(url), clock=clock, read_only=read_only)
 
     async def close(self) -> None:
         if self._drivers is not None:

@@ -4,10 +4,12 @@
 
     BrutusError
     ├── NotFound                 an id names no session, message or part
+    │   └── NoDatabase           no brutus database where a reading command or create=False looked
     ├── InvalidInput             a value brutus cannot store or does not accept (nothing was written)
     │   ├── InvalidTransition    a tool state change the state machine forbids
     │   └── ImportFormatError    a file to import is malformed or in no format brutus reads (nothing was written)
     ├── SchemaOutOfDate          the database is behind the code's migrations (run `brutus db upgrade`)
+    ├── MissingDependency        an optional part is used without its extra installed (says what to install)
     ├── DatabaseError            the database refused or failed (wraps the SQLAlchemy/driver error)
     │   └── DatabaseBusy         a lock could not be had within the busy timeout
     └── CompactionError
@@ -30,6 +32,7 @@ __all__ = [
     "ImportFormatError",
     "InvalidInput",
     "InvalidTransition",
+    "NoDatabase",
     "NotFound",
     "SchemaOutOfDate",
     "SummarizerError",
@@ -47,6 +50,15 @@ class NotFound(BrutusError, LookupError):
         self.kind = kind
         self.id = id
         super().__init__(f"{kind} not found: {id!r}")
+
+
+class NoDatabase(NotFound):
+    """No brutus database at the place asked for (and none was to be created there)."""
+
+    def __init__(self, where: str) -> None:
+        self.kind = "database"
+        self.id = where
+        BrutusError.__init__(self, f"no brutus database at {where}")
 
 
 class InvalidInput(BrutusError, ValueError):
@@ -75,9 +87,13 @@ class SchemaOutOfDate(BrutusError):
         self.current = current
         self.head = head
         super().__init__(
-            f"database schema is at revision {current or '(empty)'}, brutus needs {head}: "
-            f"run `brutus db upgrade --db {url}` (or open the store with auto_migrate=True)"
+            f"the database is at revision {current or 'base (empty)'}, brutus needs {head}: "
+            f"run brutus db upgrade --db {url} (or open the store with auto_migrate=True)"
         )
+
+
+class MissingDependency(BrutusError, ImportError):
+    """An optional part of brutus was used without the packages of its extra."""
 
 
 class DatabaseError(BrutusError):

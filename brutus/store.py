@@ -26,9 +26,9 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 
 from .db import history_ops, ops
 from .db.checkpoint import Checkpointer
-from .db.engine import WRITE, default_url, make_engine, redact
+from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.fast import FastSQLite, sqlite_transaction
-from .db.migrate import check_schema, upgrade
+from .db.migrate import prepare_schema
 from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
 from .models import (
@@ -125,8 +125,14 @@ def _reason(exc: SQLAlchemyError) -> str:
 class SessionStore:
     """The persistent, compaction-aware session store (sync). Build it with ``SessionStore.open(url)``."""
 
-    def __init__(self, engine: Engine, *, url: str | None = None, clock: Clock = _now_ms) -> None:
+    def __init__(self, engine: Engine, *, url: str | None = None, clock: Clock = _now_ms, read_only: bool = False) -> None:
+        if not is_brutus_engine(engine):
+            raise InvalidInput(
+                "SessionStore needs an engine with brutus's connection settings (JSON codec, SQLite pragmas such as "
+                "foreign_keys): build it with brutus.make_engine(url, **engine_options), or use SessionStore.open(url)"
+            )
         self.engine = engine
+        self.read_only = read_only
         self.url = url or engine.url.render_as_string(hide_password=True)
         self.clock = clock
         self._batch: ContextVar[Any] = ContextVar(f"brutus_batch_{id(self)}", default=None)
@@ -141,22 +147,33 @@ class SessionStore:
         self._held_lock = threading.Lock()
 
     @classmethod
-    def open(cls, url: str | None = None, *, auto_migrate: bool = True, clock: Clock = _now_ms) -> SessionStore:
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        auto_migrate: bool = True,
+        create: bool = True,
+        read_only: bool = False,
+        clock: Clock = _now_ms,
+    ) -> SessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
         dir). With ``auto_migrate`` the schema is upgraded in place; without, a database behind head raises
-        ``SchemaOutOfDate`` naming the command to run."""
+        ``SchemaOutOfDate`` naming the command to run.
+
+        ``create``: a new SQLite file may be made, in a directory that exists (the default location's is made
+        for it), and an empty database gets brutus's schema; ``create=False`` raises ``NoDatabase`` instead.
+        ``read_only``: open an existing database without creating, migrating or writing anything (implies
+        ``create=False``; the schema must be at head)."""
         url = url or default_url()
-        engine = make_engine(url)
+        create = create and not read_only
+        engine = make_engine(url, create=create, read_only=read_only)
         try:
             with translate_errors():
-                if auto_migrate:
-                    upgrade(engine)
-                else:
-                    check_schema(engine, redact(url))
+                prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine, url=redact(url), clock=clock)
+        return cls(engine, url=redact(url), clock=clock, read_only=read_only)
 
     def close(self) -> None:
         """Release the store's connections (the store opens new ones if it is used again)."""

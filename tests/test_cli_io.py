@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from import_helpers import claude_code_file, fresh_url, opencode_file
+from corpus_helpers import corpus_file, read_bytes, read_export
+from import_helpers import fresh_url
 
 NIMBLE = "ses_39b4c1891ffezxPVc5OPmcqF33"
 CC_SMALL = "ses_2cba43de-c8d2-4a69-add8-9fae3ad93900"
@@ -28,7 +29,7 @@ def listed(db: str) -> list[str]:
 
 
 def test_import_prints_the_new_ids_and_skips_what_is_there(store_url: str) -> None:
-    files = [str(opencode_file("nimble-pixel")), str(claude_code_file("2cba43de")), str(claude_code_file("c001d2c0"))]
+    files = [str(corpus_file("nimble-pixel")), str(corpus_file("2cba43de")), str(corpus_file("c001d2c0"))]
     first = run("import", *files, "--db", store_url, "--json")
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
@@ -44,22 +45,23 @@ def test_import_prints_the_new_ids_and_skips_what_is_there(store_url: str) -> No
 
 
 def test_import_for_people_names_each_session(store_url: str) -> None:
-    result = run("import", str(claude_code_file("0a725fb5")), "--db", store_url)
+    path = corpus_file("0a725fb5")
+    result = run("import", str(path), "--db", store_url)
     assert result.returncode == 0, result.stderr
     main, child = "ses_0a725fb5-6378-432a-9e84-9f3f49d4043d", "ses_0a725fb5-6378-432a-9e84-9f3f49d4043d_eb46ebab"
     assert result.stdout.splitlines() == [
-        f"{main}  imported (225 messages in 2 sessions from 0a725fb5-6378-432a-9e84-9f3f49d4043d.jsonl, claude-code)",
+        f"{main}  imported (225 messages in 2 sessions from {path.name}, claude-code)",
         f"{child}  imported (sub-agent session of {main})",
     ]
 
 
 def test_malformed_file_exits_non_zero_with_one_line_and_imports_nothing(store_url: str, tmp_path: Path) -> None:
-    run("import", str(claude_code_file("9dd861b1")), "--db", store_url)
+    run("import", str(corpus_file("9dd861b1")), "--db", store_url)
     before = listed(store_url)
     truncated = tmp_path / "truncated.json"
-    truncated.write_bytes(opencode_file("nimble-pixel").read_bytes()[:5000])
+    truncated.write_bytes(read_bytes(corpus_file("nimble-pixel"))[:5000])
     for bad, message in ((truncated, "truncated?"), (tmp_path / "missing.json", "cannot read the file")):
-        result = run("import", str(opencode_file("nimble-pixel")), str(bad), "--db", store_url)
+        result = run("import", str(corpus_file("nimble-pixel")), str(bad), "--db", store_url)
         assert result.returncode == 1
         assert result.stderr.startswith(f"brutus: error: {bad}: ") and message in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
@@ -67,7 +69,7 @@ def test_malformed_file_exits_non_zero_with_one_line_and_imports_nothing(store_u
 
 
 def test_export_to_a_file_and_import_elsewhere(store_url: str, backend: str, tmp_path_factory, pg_server, tmp_path: Path) -> None:
-    assert run("import", str(claude_code_file("2cba43de")), "--db", store_url).returncode == 0
+    assert run("import", str(corpus_file("2cba43de")), "--db", store_url).returncode == 0
     out = tmp_path / "exported.json"
     result = run("export", CC_SMALL, "-o", str(out), "--db", store_url)
     assert result.returncode == 0, result.stderr
@@ -82,16 +84,16 @@ def test_export_to_a_file_and_import_elsewhere(store_url: str, backend: str, tmp
 
 
 def test_export_to_standard_output(store_url: str) -> None:
-    run("import", str(opencode_file("nimble-pixel")), "--db", store_url)
+    run("import", str(corpus_file("nimble-pixel")), "--db", store_url)
     result = run("export", NIMBLE, "--db", store_url)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == json.loads(opencode_file("nimble-pixel").read_text(encoding="utf-8"))
+    assert json.loads(result.stdout) == read_export(corpus_file("nimble-pixel"))
 
 
 def test_export_errors_are_one_line(store_url: str, tmp_path: Path) -> None:
     missing = run("export", "ses_nope", "--db", store_url)
     assert missing.returncode == 1 and missing.stderr.strip() == "brutus: error: session not found: 'ses_nope'"
-    run("import", str(opencode_file("nimble-pixel")), "--db", store_url)
+    run("import", str(corpus_file("nimble-pixel")), "--db", store_url)
     unwritable = run("export", NIMBLE, "-o", str(tmp_path / "no" / "such" / "dir.json"), "--db", store_url)
-    assert unwritable.returncode == 1 and "Could not open file" in unwritable.stderr
+    assert unwritable.returncode == 1 and "brutus: error: cannot write" in unwritable.stderr
     assert "Traceback" not in unwritable.stderr

@@ -26,10 +26,12 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")(fn)
 
 
-def open_store(db: str | None, *, auto_migrate: bool = True) -> Any:
+def open_store(db: str | None, *, read_only: bool = False, create: bool = True) -> Any:
+    """The store at ``--db``. Reading commands open it ``read_only``: never created, migrated or written.
+    Commands that work on what is there pass ``create=False``; only import, replay and demo create one."""
     from ..store import SessionStore
 
-    return SessionStore.open(db, auto_migrate=auto_migrate)
+    return SessionStore.open(db, read_only=read_only, create=create)
 
 
 def print_json(value: Any) -> None:
@@ -50,28 +52,57 @@ for _module in (db_commands, session_commands, io_commands, maintenance_commands
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the CLI, turning every error into one line on stderr and a non-zero exit."""
+    """Entry point: run the CLI, turning every error into one line on stderr and a non-zero exit
+    (``BRUTUS_DEBUG=1`` prints the traceback of any error first). A reader that closed the pipe early
+    (``brutus show … | head``) is not an error."""
     from ..errors import BrutusError
 
     try:
         cli.main(args=argv, prog_name="brutus", standalone_mode=False)
+    except BrokenPipeError:
+        return _closed_pipe()
     except click.exceptions.Abort:
         click.echo("brutus: aborted", err=True)
         return 130
     except click.ClickException as exc:
+        _debug()
         exc.show()
         return exc.exit_code
     except BrutusError as exc:
+        _debug()
         click.echo(f"brutus: error: {exc}", err=True)
         return 1
     except KeyboardInterrupt:
         click.echo("brutus: interrupted", err=True)
         return 130
+    except OSError as exc:  # a file or directory the user named: permission, missing, a directory…
+        _debug()
+        where = f": {exc.filename}" if exc.filename else ""
+        click.echo(f"brutus: error: {exc.strerror or exc}{where}", err=True)
+        return 1
     except Exception as exc:  # noqa: BLE001  no traceback reaches a user; BRUTUS_DEBUG=1 shows it
-        if os.environ.get("BRUTUS_DEBUG"):
-            raise
+        _debug()
         click.echo(f"brutus: internal error: {type(exc).__name__}: {exc} (set BRUTUS_DEBUG=1 for details)", err=True)
         return 2
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _closed_pipe()
+    return 0
+
+
+def _debug() -> None:
+    """With ``BRUTUS_DEBUG`` set, the traceback of the error being handled, on stderr."""
+    if os.environ.get("BRUTUS_DEBUG"):
+        import traceback
+
+        traceback.print_exc()
+
+
+def _closed_pipe() -> int:
+    """stdout's reader went away: point stdout at /dev/null so the interpreter's final flush is quiet too."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
     return 0
 
 

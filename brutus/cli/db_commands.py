@@ -16,23 +16,25 @@ def db() -> None:
     """Schema migrations."""
 
 
-def _engine(url: str | None):
+def _engine(url: str | None, *, create: bool, read_only: bool = False):
     from ..db.engine import default_url, make_engine
 
     url = url or default_url()
-    return url, make_engine(url)
+    return url, make_engine(url, create=create, read_only=read_only)
 
 
 def _migrate(db: str | None, direction: str, revision: str) -> None:
+    """Upgrade (which may create the database) or downgrade (which needs one) to ``revision``."""
     from ..db import migrate
+    from ..db.engine import describe
     from ..store import translate_errors
 
-    _, engine = _engine(db)
+    url, engine = _engine(db, create=direction == "upgrade")
     try:
         with translate_errors():
+            migrate.revision_of(engine, describe(url))  # a database that is not there is named, not made
             getattr(migrate, direction)(engine, revision)
-            with engine.connect() as conn:
-                current = migrate.current_revision(conn)
+            current = migrate.revision_of(engine, describe(url))
     finally:
         engine.dispose()
     click.echo(f"database at revision {current or 'base'}")
@@ -55,14 +57,15 @@ def downgrade(db: str | None, revision: str) -> None:
 
 
 def _status(db: str | None) -> dict:
+    """The revision of an existing database, read without creating or changing anything."""
     from ..db import migrate
-    from ..db.engine import redact
+    from ..db.engine import describe, redact
     from ..store import translate_errors
 
-    url, engine = _engine(db)
+    url, engine = _engine(db, create=False, read_only=True)
     try:
-        with translate_errors(), engine.connect() as conn:
-            current = migrate.current_revision(conn)
+        with translate_errors():
+            current = migrate.revision_of(engine, describe(url))
     finally:
         engine.dispose()
     head = migrate.head_revision()

@@ -2,7 +2,8 @@
 
 The sample is a real OpenCode export (``brutus/data/sample_session.json``, from the MIT-licensed corpus; its
 licence is ``brutus/data/LICENSE-sample``). At 36,000 tokens of context the replay prunes once and compacts
-once, so the whole of brutus's job shows in a few seconds on the default SQLite database.
+once, so the whole of brutus's job shows in a few seconds. Unless ``--db`` names a database, each run writes
+to a new temporary SQLite file (the demo never piles sessions up in the user's own database).
 """
 
 from __future__ import annotations
@@ -13,14 +14,28 @@ from pathlib import Path
 from ..replay import ReplayReport
 from ..store import SessionStore
 
-__all__ = ["DEMO_CONTEXT_LIMIT", "run_demo", "sample_path"]
+__all__ = ["DEMO_CONTEXT_LIMIT", "demo_database", "run_demo", "sample_path"]
 
 DEMO_CONTEXT_LIMIT = 36_000
+
+
+def store_path(url: str) -> str:
+    """A SQLite store by its file path (what ``--db`` takes), anything else by its URL."""
+    from ..db.engine import describe
+
+    return describe(url)
 
 
 def sample_path() -> Path:
     """Where the shipped sample session lives."""
     return Path(str(resources.files("brutus") / "data" / "sample_session.json"))
+
+
+def demo_database() -> str:
+    """A new SQLite file in a temporary directory of its own, kept after the run so it can be looked at."""
+    import tempfile
+
+    return str(Path(tempfile.mkdtemp(prefix="brutus-demo-")) / "demo.db")
 
 
 def run_demo(store: SessionStore, *, as_json: bool = False, context_limit: int = DEMO_CONTEXT_LIMIT) -> ReplayReport:
@@ -43,8 +58,9 @@ def run_demo(store: SessionStore, *, as_json: bool = False, context_limit: int =
         print_json(report.model_dump(mode="json"))
         return report
     print_report(report)
-    click.echo(f"\nstored in {url}; look at it with:")
-    click.echo(f"  brutus show {report.session_id}          # the view the model sees now")
-    click.echo(f"  brutus show {report.session_id} --full   # everything, pruned parts marked")
-    click.echo(f"  brutus stats {report.session_id}")
+    where = store_path(url)
+    click.echo(f"\nstored in {where}; look at it with:")
+    click.echo(f"  brutus show {report.session_id} --db {where}          # the view the model sees now")
+    click.echo(f"  brutus show {report.session_id} --db {where} --full   # everything, pruned parts marked")
+    click.echo(f"  brutus stats {report.session_id} --db {where}")
     return report

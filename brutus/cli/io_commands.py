@@ -86,7 +86,7 @@ def export(session_id: str, output: Path | None, db: str | None) -> None:
     """Export a session's whole history as OpenCode export JSON (`brutus import` reads it back)."""
     from ..exporters import dumps, export_opencode
 
-    store = open_store(db)
+    store = open_store(db, read_only=True)
     try:
         exported = export_opencode(store, session_id)
     finally:
@@ -98,5 +98,7 @@ def export(session_id: str, output: Path | None, db: str | None) -> None:
     try:
         output.write_bytes(data)
     except OSError as exc:
-        raise click.FileError(str(output), hint=exc.strerror or str(exc)) from None
+        from ..errors import InvalidInput
+
+        raise InvalidInput(f"cannot write {output}: {exc.strerror or exc}") from None
     click.echo(f"exported {session_id} ({len(exported['messages'])} messages) to {output}")

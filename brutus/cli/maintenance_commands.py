@@ -37,7 +37,7 @@ def stats(session_id: str, db: str | None, as_json: bool) -> None:
     from ..db.stats_ops import session_stats
     from .maintenance_output import print_stats
 
-    store = open_store(db)
+    store = open_store(db, read_only=True)
     try:
         found = store._run(session_stats(session_id), write=False)
     finally:
@@ -58,7 +58,7 @@ def check(db: str | None, as_json: bool) -> None:
     from ..db.check_ops import check_database
     from .maintenance_output import print_check
 
-    store = open_store(db)
+    store = open_store(db, read_only=True)
     try:
         report = store._run(check_database(), write=False)
     finally:
@@ -84,7 +84,7 @@ def prune(session_id: str, dry_run: bool, db: str | None, as_json: bool) -> None
     from ..pruning import prune as plan_on_view
     from .maintenance_output import print_prune
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     try:
         if dry_run:  # the same rule, on the loaded view, marking only objects in memory
             result = plan_on_view(store.filter_compacted(session_id), CompactionConfig(), now=store.clock())
@@ -111,7 +111,7 @@ def compact(session_id: str, instructions: str | None, db: str | None, as_json: 
     from ..summarizers import default_summarizer
     from .maintenance_output import print_compaction, working
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     try:
         summarizer = default_summarizer()
         with working(f"compacting {session_id} with {getattr(summarizer, 'model', 'the summarizer')}"):
@@ -163,7 +163,7 @@ def gc(before: str, dry_run: bool, db: str | None, as_json: bool) -> None:
     from .maintenance_output import print_gc, working
 
     moment = parse_before(before)
-    store = open_store(db)
+    store = open_store(db, create=False)
     try:
         with working("dropping pruned outputs and vacuuming" if not dry_run else "counting pruned outputs"):
             result = store.gc(moment, dry_run=dry_run)

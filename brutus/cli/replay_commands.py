@@ -70,7 +70,8 @@ def replay(file: Path, context_limit: int | None, model: str | None, plot: Path 
 @json_option
 def demo(db: str | None, as_json: bool) -> None:
     """Replay the sample session that ships with brutus (a real OpenCode session) under a 36,000-token
-    context, on the default SQLite database, and print what pruning and compaction did."""
-    from .demo import run_demo
+    context and print what pruning and compaction did. It writes to a new temporary SQLite database (it says
+    where) unless --db names one."""
+    from .demo import demo_database, run_demo
 
-    run_demo(open_store(db), as_json=as_json)
+    run_demo(open_store(db or demo_database()), as_json=as_json)

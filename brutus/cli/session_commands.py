@@ -25,7 +25,7 @@ def list_(db: str | None, as_json: bool, limit: int | None) -> None:
     """List sessions, most recently updated first."""
     from .output import print_sessions, sessions_json
 
-    store = open_store(db)
+    store = open_store(db, read_only=True)
     found = store.list_sessions(limit=limit)
     store.close()
     if as_json:
@@ -43,7 +43,7 @@ def show(session_id: str, full: bool, db: str | None, as_json: bool) -> None:
     """Show a session: the view the model sees (back to the last compaction), or --full history."""
     from .output import history_json, print_history
 
-    store = open_store(db)
+    store = open_store(db, read_only=True)
     history = store.messages(session_id) if full else store.filter_compacted(session_id)
     store.close()
     if as_json:

@@ -18,7 +18,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import InvalidInput
-from .engine import engine_options, normalize_url, sqlite_events
+from .engine import _CONFIGURED, engine_options, normalize_url, sqlite_events
 
 __all__ = ["make_async_engine", "sync_url"]
 
@@ -43,9 +43,9 @@ def sync_url(url: str) -> str:
     return parsed.set(drivername=driver).render_as_string(hide_password=False)
 
 
-def make_async_engine(url: str, **kwargs: Any) -> AsyncEngine:
+def make_async_engine(url: str, *, create: bool = True, read_only: bool = False, **kwargs: Any) -> AsyncEngine:
     """An ``AsyncEngine`` for ``url`` with brutus's connection settings (see ``make_engine``)."""
-    parsed, backend, options = engine_options(sync_url(url), **kwargs)
+    parsed, backend, options = engine_options(sync_url(url), create=create, read_only=read_only, **kwargs)
     needed = {"greenlet": "async", "aiosqlite": "async"} if backend == "sqlite" else {"greenlet": "async", "psycopg": "postgres"}
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
@@ -60,8 +60,9 @@ def make_async_engine(url: str, **kwargs: Any) -> AsyncEngine:
     except (ImportError, ModuleNotFoundError) as exc:
         raise InvalidInput(f"the async driver for {backend} is not installed ({exc}); pip install 'brutus[async]'") from None
     if backend == "sqlite":
-        sqlite_events(engine.sync_engine)
+        sqlite_events(engine.sync_engine, read_only=read_only)
         event.listen(engine.sync_engine.pool, "reset", _reset)
+    _CONFIGURED.add(engine.sync_engine)
     return engine
 
 

@@ -17,6 +17,7 @@ read snapshot goes stale mid-transaction. PostgreSQL goes through psycopg 3.
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from .. import codec
-from ..errors import InvalidInput
+from ..errors import InvalidInput, NoDatabase
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -34,8 +35,11 @@ __all__ = [
     "WAL_CHECKPOINT_BYTES",
     "WAL_SIZE_LIMIT",
     "WRITE",
+    "check_sqlite_file",
     "default_url",
+    "describe",
     "engine_options",
+    "is_brutus_engine",
     "make_engine",
     "normalize_url",
     "redact",
@@ -60,6 +64,9 @@ WAL_CHECKPOINT = {
 }
 WAL_SIZE_LIMIT = 16 * 1024 * 1024  # bytes the -wal file is truncated back to once a checkpoint restarts it
 WRITE = {"brutus_write": True}  # execution option marking a connection whose transaction will write
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+_CONFIGURED: weakref.WeakSet[Engine] = weakref.WeakSet()  # the engines make_engine built (brutus's settings)
 
 
 def default_url() -> str:
@@ -91,21 +98,65 @@ def redact(url: str) -> str:
         return url
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine for ``url`` with brutus's connection settings."""
-    parsed, backend, options = engine_options(url, **kwargs)
+def describe(url: str) -> str:
+    """How messages name a database: a SQLite file by its path, anything else by its URL without password."""
+    try:
+        parsed = make_url(normalize_url(url))
+    except ArgumentError:
+        return url
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        return str(Path(parsed.database).expanduser())
+    return redact(url)
+
+
+def make_engine(url: str, *, create: bool = True, read_only: bool = False, **kwargs: Any) -> Engine:
+    """An engine for ``url`` with brutus's connection settings (the engine a ``SessionStore`` is handed must
+    come from here: its JSON codec and SQLite pragmas are part of how brutus stores rows).
+
+    ``create=False``: a SQLite file must exist already (``NoDatabase`` otherwise). ``read_only``: nothing can
+    be written through the engine (SQLite ``query_only``, PostgreSQL read-only transactions). Other keyword
+    arguments go to ``sqlalchemy.create_engine`` (pool settings, echo…)."""
+    parsed, backend, options = engine_options(url, create=create, read_only=read_only, **kwargs)
     try:
         engine = create_engine(parsed, **options)
     except (ImportError, ModuleNotFoundError) as exc:
         raise InvalidInput(f"the driver for {backend} is not installed ({exc}); pip install 'brutus[postgres]'") from None
     if backend == "sqlite":
-        sqlite_events(engine)
+        sqlite_events(engine, read_only=read_only)
+    _CONFIGURED.add(engine)
     return engine
 
 
-def engine_options(url: str, **kwargs: Any) -> tuple[URL, str, dict[str, Any]]:
+def is_brutus_engine(engine: Engine) -> bool:
+    """Whether ``engine`` was built by ``make_engine`` (an async engine: its ``sync_engine``)."""
+    return engine in _CONFIGURED
+
+
+def check_sqlite_file(path: Path, *, create: bool) -> None:
+    """Refuse a path brutus must not open as its SQLite database: a file that is not SQLite (an empty one
+    included), a directory, one that cannot be read; a missing file unless ``create`` and its directory exists.
+    A path is not a wish: no directory is made here."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(SQLITE_MAGIC))
+    except FileNotFoundError:
+        if not create:
+            raise NoDatabase(str(path)) from None
+        if not path.parent.is_dir():
+            raise InvalidInput(f"cannot create a database at {path}: there is no directory {path.parent}") from None
+        return
+    except IsADirectoryError:
+        raise InvalidInput(f"{path} is a directory, not a SQLite database") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot open {path}: {exc.strerror or exc}") from None
+    if head != SQLITE_MAGIC:
+        what = "an empty file" if not head else "a file of another kind"
+        raise InvalidInput(f"{path} is not a SQLite database ({what}); brutus will not overwrite it")
+
+
+def engine_options(url: str, *, create: bool = True, read_only: bool = False, **kwargs: Any) -> tuple[URL, str, dict[str, Any]]:
     """The parsed URL, its backend and the engine options brutus uses for it (shared with the async engine);
-    ``InvalidInput`` for a URL brutus cannot use."""
+    ``InvalidInput`` for a URL brutus cannot use, ``NoDatabase`` for a missing SQLite file without ``create``."""
     url = normalize_url(url)
     try:
         parsed = make_url(url)
@@ -120,24 +171,31 @@ def engine_options(url: str, **kwargs: Any) -> tuple[URL, str, dict[str, Any]]:
         database = parsed.database or ""
         if database in ("", ":memory:") or parsed.query.get("mode") == "memory":
             raise InvalidInput("brutus needs a SQLite file, not an in-memory database")
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        check_sqlite_file(Path(database).expanduser(), create=create and not read_only)
         options["connect_args"] = {"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
         options["max_overflow"] = -1  # the store keeps one connection per thread: never block on the pool
     elif backend == "postgresql":
         if parsed.get_driver_name() != "psycopg":
             raise InvalidInput(f"brutus talks to PostgreSQL through psycopg 3: use postgresql+psycopg://…, got {redact(url)}")
         options["pool_pre_ping"] = True
+        if read_only:
+            options["connect_args"] = {"options": "-c default_transaction_read_only=on"}
     else:
         raise InvalidInput(f"brutus supports SQLite and PostgreSQL, not {backend!r} ({redact(url)})")
     options.update(kwargs)
     return parsed, backend, options
 
 
-def sqlite_pragmas(dbapi_connection: Any) -> None:
-    """brutus's settings on a new sqlite3 connection (what every connection of a brutus engine runs first)."""
+def sqlite_pragmas(dbapi_connection: Any, *, read_only: bool = False) -> None:
+    """brutus's settings on a new sqlite3 connection (what every connection of a brutus engine runs first).
+    A read-only connection changes nothing in the file: no journal mode or page size, and ``query_only``."""
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if read_only:
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA query_only = ON")
+            return
         # before anything writes the file: a new database takes this page size, an existing one ignores it
         cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         cursor.execute("PRAGMA journal_mode = WAL")
@@ -151,13 +209,13 @@ def sqlite_pragmas(dbapi_connection: Any) -> None:
         cursor.close()
 
 
-def sqlite_events(engine: Engine) -> None:
+def sqlite_events(engine: Engine, *, read_only: bool = False) -> None:
     """Install the SQLite pragmas and brutus's own BEGIN on ``engine`` (an async engine's ``sync_engine`` too)."""
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # brutus emits BEGIN itself, below
-        sqlite_pragmas(dbapi_connection)
+        sqlite_pragmas(dbapi_connection, read_only=read_only)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:

@@ -14,14 +14,22 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, text
 
-from ..errors import SchemaOutOfDate
+from ..errors import DatabaseError, InvalidInput, NoDatabase, SchemaOutOfDate
 from .engine import WRITE
 
 if TYPE_CHECKING:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-__all__ = ["check_schema", "current_revision", "downgrade", "head_revision", "migrations_dir", "upgrade"]
+__all__ = [
+    "current_revision",
+    "downgrade",
+    "head_revision",
+    "migrations_dir",
+    "prepare_schema",
+    "revision_of",
+    "upgrade",
+]
 
 _ADVISORY_LOCK_KEY = 0x6272_7574  # "brut"
 
@@ -66,11 +74,16 @@ def current_revision(connection: Connection) -> str | None:
 
 
 def _locked(engine: Engine, fn, *args: object) -> None:
+    from alembic.util import CommandError
+
     with engine.connect().execution_options(**WRITE) as connection:
         with connection.begin():
             if connection.dialect.name == "postgresql":
                 connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_KEY})
-            fn(_config(connection), *args)
+            try:
+                fn(_config(connection), *args)
+            except CommandError as exc:  # an unknown or ambiguous revision: the user's value, named
+                raise InvalidInput(f"{exc}".strip().splitlines()[0]) from None
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
@@ -85,11 +98,32 @@ def downgrade(engine: Engine, revision: str) -> None:
     _locked(engine, command.downgrade, revision)
 
 
-def check_schema(engine: Engine, url: str) -> None:
-    """Raise ``SchemaOutOfDate`` when the database is not at the head revision."""
-    with engine.connect() as connection:
-        current = current_revision(connection)
-        connection.rollback()
+def revision_of(engine: Engine, where: str) -> str | None:
+    """The database's revision (None: no brutus schema); ``NoDatabase`` when there is no database at all
+    (a PostgreSQL database that does not exist), ``DatabaseError`` naming ``where`` when it cannot be read."""
+    from sqlalchemy.exc import DBAPIError
+
+    try:
+        with engine.connect() as connection:
+            current = current_revision(connection)
+            connection.rollback()
+    except DBAPIError as exc:
+        reason = str(exc.orig if exc.orig is not None else exc).strip().splitlines()[0]
+        if "does not exist" in reason:
+            raise NoDatabase(where) from None
+        raise DatabaseError(f"cannot open {where}: {reason}") from exc
+    return current
+
+
+def prepare_schema(engine: Engine, where: str, *, migrate: bool, create: bool) -> None:
+    """Bring the schema to head (``migrate``) or check it is there. Without ``create`` a database holding no
+    brutus schema is ``NoDatabase``: nothing is created. A database at head is not touched."""
+    current = revision_of(engine, where)
+    if current is None and not create:
+        raise NoDatabase(where)
     head = head_revision()
-    if current != head:
-        raise SchemaOutOfDate(current, head, url)
+    if current == head:
+        return
+    if not migrate:
+        raise SchemaOutOfDate(current, head, where)
+    upgrade(engine)
