@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "AgentPart": "brutus.models",
+    "AsyncConversation": "brutus.live",
     "AsyncSessionStore": "brutus.async_store",
     "BrutusError": "brutus.errors",
     "CacheTokens": "brutus.models",
@@ -22,6 +23,8 @@ _EXPORTS: dict[str, str] = {
     "CompactionRecord": "brutus.models",
     "CompactionResult": "brutus.models",
     "CompactionStalled": "brutus.errors",
+    "ContextPolicy": "brutus.live",
+    "Conversation": "brutus.live",
     "DatabaseBusy": "brutus.errors",
     "DatabaseError": "brutus.errors",
     "EstimateCounter": "brutus.tokens",

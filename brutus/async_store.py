@@ -447,6 +447,12 @@ class AsyncSessionStore:
         url = self.engine.url.render_as_string(hide_password=False)
         return await asyncio.to_thread(_run_tiers, url, session_id, summarizer, config, self.clock)
 
+    def conversation(self, session_id: str, *, model: str, **settings: Any) -> Any:
+        """An ``AsyncConversation`` over this store (see ``SessionStore.conversation``)."""
+        from .live import AsyncConversation
+
+        return AsyncConversation(self, session_id, model=model, **settings)
+
     async def compactions(self, session_id: str) -> list[CompactionRecord]:
         """The compaction markers of a session, oldest first (pending, completed and failed)."""
         return await self._run(list_compactions(session_id), write=False)

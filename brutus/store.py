@@ -420,6 +420,14 @@ class SessionStore:
                 except StopIteration as stop:
                     return stop.value
 
+    def conversation(self, session_id: str, *, model: str, **settings: Any) -> Any:
+        """A live ``Conversation`` on the Anthropic Messages API over this store (``brutus.live``): settings
+        ``system``, ``tools``, ``max_tokens``, ``thinking``, ``policy`` (``ContextPolicy``), ``limits``,
+        ``summarizer``, and ``extra`` keyword arguments passed through to ``messages.create``."""
+        from .live import Conversation
+
+        return Conversation(self, session_id, model=model, **settings)
+
     def compactions(self, session_id: str) -> list[CompactionRecord]:
         """The compaction markers of a session, oldest first (pending, completed and failed)."""
         from .db.compaction_ops import list_compactions

@@ -1,0 +1,271 @@
+"""What ``Conversation`` and ``AsyncConversation`` share: their settings, their state between calls, and every
+decision that needs no database (the stores' I/O stays in the two classes).
+
+Rules:
+
+- ``user(content)`` stores the content as given (a string or content blocks) in the message's metadata,
+  with a text part per text block; ``record(response)`` stores the response whole (``blocks.py``);
+  ``tool_results(results)`` completes the tool parts of the newest response. Each is one transaction.
+- ``request()`` runs the context policy (``policy.py``), then renders the view (``render.py``) into the
+  keyword arguments of ``client.beta.messages.create``. The prefix hash of what it rendered is what the
+  next ``record`` keeps, so a response killed between ``create`` and ``record`` is the only thing lost.
+- A view that ends with an assistant message (a response cut short, a compaction that summarized the
+  last turn) gets the synthetic user message "Continue if you have next steps" before it is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..compaction.plan import ENDED
+from ..db.compaction_ops import CONTINUE_TEXT
+from ..errors import InvalidInput
+from ..models import MessageWithParts, ModelLimits
+from ..overflow import context_size, model_limits
+from ..tokens import estimate_tokens
+from .blocks import KEY, canonical, parse_response, parse_tool_result, recorded_response, response_dict
+from .policy import CACHE_TTL_MS, ContextPolicy, Plan, plan_request
+from .render import BINDING_BETA, Rendered, render_messages
+
+__all__ = ["ConversationState", "RequestStats", "is_prompt_too_long"]
+
+_TOO_LONG = ("prompt is too long", "model_context_window_exceeded", "context window", "input length and `max_tokens` exceed")
+
+
+def is_prompt_too_long(error: BaseException) -> bool:
+    """Whether ``error`` is the provider refusing a prompt over the model's context (a 400 ``prompt is too
+    long: N tokens > M maximum``, or a context-window error)."""
+    status = getattr(error, "status_code", None)
+    text = str(getattr(error, "message", "") or error).lower()
+    return (status in (None, 400, 413)) and any(marker in text for marker in _TOO_LONG)
+
+
+@dataclass
+class RequestStats:
+    """What the last ``request()`` did: the first message that changed since the one before, thinking
+    blocks stripped or sent for the API to drop, and the policy's actions."""
+
+    first_change: int | None = None
+    stripped: list[str] = field(default_factory=list)
+    drop_block: list[str] = field(default_factory=list)
+    pruned: int = 0
+    compacted: bool = False
+    stalled: str | None = None
+    tokens: int = 0
+
+
+@dataclass
+class ConversationState:
+    """A conversation's settings and what it remembers between calls (nothing here touches the store)."""
+
+    session_id: str
+    model: str
+    system: str | list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+    max_tokens: int | None = None
+    thinking: dict[str, Any] | None = None
+    policy: ContextPolicy = field(default_factory=ContextPolicy)
+    limits: ModelLimits | None = None
+    summarizer: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    previous: list[str] | None = None  # prefix hashes of the last render
+    pending_prefix: str | None = None  # what the next record() keeps
+    overflow: bool = False  # a reactive compaction is due
+    blocked_turns: int = -1  # no automatic compaction until the user turn after this count
+    last_request_ms: int | None = None
+    last: RequestStats = field(default_factory=RequestStats)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model:
+            raise InvalidInput("a conversation needs a model id")
+        if self.limits is None:
+            self.limits = model_limits(self.model)
+        if self.max_tokens is None:
+            self.max_tokens = min(self.limits.output or 8192, 32_000)
+        if isinstance(self.system, str):  # one block, so it can carry the cache breakpoint; always rendered so
+            self.system = [{"type": "text", "text": self.system}] if self.system else None
+
+    # -- user -----------------------------------------------------------------------------------------------
+
+    def user_message(self, content: Any) -> dict[str, Any]:
+        """The ``append_messages`` item for a user message with ``content`` (a string or content blocks)."""
+        if isinstance(content, str):
+            if not content.strip():
+                raise InvalidInput("a user message needs non-blank text")
+            parts = [{"type": "text", "text": content}]
+        elif isinstance(content, list) and content and all(isinstance(b, Mapping) and isinstance(b.get("type"), str) for b in content):
+            parts = [{"type": "text", "text": str(b.get("text", ""))} for b in content if b.get("type") == "text"]
+        else:
+            raise InvalidInput("user content must be a string or a non-empty list of content blocks")
+        import json
+
+        stored = json.loads(canonical(content))
+        return {"info": {"role": "user", "metadata": {KEY: {"content": stored}}}, "parts": parts}
+
+    # -- the policy -------------------------------------------------------------------------------------------
+
+    def measure(self, view: Sequence[MessageWithParts]) -> int:
+        """The context the view fills: the last reported usage plus what came after, or, before any usage, the
+        estimate of the messages, the system prompt and the tools."""
+        tokens = context_size(view)
+        if not any(m.info.role == "assistant" and m.info.tokens.total for m in view):
+            tokens += estimate_tokens(canonical({"system": self.system, "tools": self.tools}).decode("utf-8", "replace"))
+        return tokens
+
+    def plan(self, view: Sequence[MessageWithParts], *, pending: bool, now: int) -> Plan:
+        turns = sum(1 for m in view if m.info.role == "user" and not m.info.synthetic)
+        last_assistant = next((m for m in reversed(view) if m.info.role == "assistant"), None)
+        turn_ended = bool(view) and view[-1].info.role == "user" and last_assistant is not None and last_assistant.info.finish in ENDED
+        idle = None if self.last_request_ms is None else now - self.last_request_ms
+        self.last.tokens = self.measure(view)
+        assert self.limits is not None
+        return plan_request(
+            self.policy,
+            tokens=self.last.tokens,
+            limits=self.limits,
+            pending=pending,
+            overflow=self.overflow,
+            blocked=turns <= self.blocked_turns,
+            turn_ended=turn_ended,
+            idle_ms=idle,
+        )
+
+    def still_over(self, view: Sequence[MessageWithParts]) -> bool:
+        from .policy import threshold
+
+        assert self.limits is not None
+        limit = threshold(self.limits, self.policy)
+        return bool(limit) and self.measure(view) > limit
+
+    def block(self, view: Sequence[MessageWithParts], reason: str) -> None:
+        """A compaction stalled: none again before the next user turn."""
+        self.blocked_turns = sum(1 for m in view if m.info.role == "user" and not m.info.synthetic)
+        self.last.stalled = reason
+
+    @staticmethod
+    def needs_continue(rendered: Rendered) -> bool:
+        return bool(rendered.messages) and rendered.messages[-1]["role"] == "assistant"
+
+    @staticmethod
+    def continue_message() -> dict[str, Any]:
+        return {"info": {"role": "user", "synthetic": True}, "parts": [{"type": "text", "text": CONTINUE_TEXT, "synthetic": True}]}
+
+    # -- rendering --------------------------------------------------------------------------------------------
+
+    def render(self, view: Sequence[MessageWithParts]) -> tuple[Rendered, dict[str, Any]]:
+        rendered = render_messages(
+            view,
+            system=self.system,
+            tools=self.tools,
+            previous=self.previous,
+            thinking_mismatch=self.policy.thinking_mismatch,
+        )
+        self.previous = rendered.prefixes
+        self.pending_prefix = rendered.prefixes[-1]
+        self.last.first_change = rendered.first_change
+        self.last.stripped = rendered.stripped
+        self.last.drop_block = rendered.mismatched
+        return rendered, self.kwargs(rendered)
+
+    def _breakpoint(self) -> dict[str, Any]:
+        ttl = self.policy.cache_ttl
+        return {"type": "ephemeral", "ttl": ttl} if ttl != "5m" else {"type": "ephemeral"}
+
+    def kwargs(self, rendered: Rendered) -> dict[str, Any]:
+        """``client.beta.messages.create`` keyword arguments: at most three cache breakpoints (system or tools,
+        the newest summary, the conversation's end), thinking with ``drop_block`` when the render needs it."""
+        import copy
+
+        messages = rendered.messages
+        if rendered.summary_index is not None and messages[rendered.summary_index]["content"]:
+            messages = list(messages)
+            summary = copy.deepcopy(messages[rendered.summary_index])
+            summary["content"][-1]["cache_control"] = self._breakpoint()
+            messages[rendered.summary_index] = summary
+        kwargs: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": messages}
+        betas: list[str] = list(self.extra.get("betas", ()))
+        if self.system:
+            system = copy.deepcopy(self.system)
+            system[-1]["cache_control"] = self._breakpoint()
+            kwargs["system"] = system
+        if self.tools:
+            tools = copy.deepcopy(self.tools)
+            if not self.system:
+                tools[-1]["cache_control"] = self._breakpoint()
+            kwargs["tools"] = tools
+        if self.thinking is not None:
+            thinking = dict(self.thinking)
+            if rendered.drop_block:
+                thinking["block_binding"] = {"prefix_mismatch_behavior": "drop_block"}
+            kwargs["thinking"] = thinking
+        if rendered.drop_block or self.policy.thinking_mismatch == "drop_block":
+            if BINDING_BETA not in betas:
+                betas.append(BINDING_BETA)
+        kwargs["cache_control"] = self._breakpoint()
+        for key, value in self.extra.items():
+            if key != "betas":
+                kwargs.setdefault(key, value)
+        if betas:
+            kwargs["betas"] = betas
+        return kwargs
+
+    # -- responses and tool results ---------------------------------------------------------------------------
+
+    def assistant_message(self, response: Any, parent_id: str | None, now: int) -> dict[str, Any]:
+        """The ``append_messages`` item for a response; a cut-short tool call or a context-window stop asks
+        for a reactive compaction before the next request."""
+        data = response_dict(response)
+        parsed = parse_response(data, self.pending_prefix)
+        self.pending_prefix = None
+        if parsed.metadata[KEY].get("discarded") or parsed.finish == "model_context_window_exceeded":
+            self.overflow = True
+        self.last_request_ms = now
+        info = {
+            "role": "assistant",
+            "parent_id": parent_id,
+            "model_id": parsed.model or self.model,
+            "provider_id": "anthropic",
+            "finish": parsed.finish,
+            "tokens": parsed.tokens,
+            "cost": parsed.cost,
+            "metadata": parsed.metadata,
+            "time": {"created": now, "completed": now},
+        }
+        return {"info": info, "parts": parsed.parts}
+
+    @staticmethod
+    def tool_updates(view: Sequence[MessageWithParts], results: Sequence[Mapping[str, Any]]) -> tuple[str, list[tuple[str, Any]]]:
+        """The newest recorded response and, for each result, its tool part id and parsed result; every
+        result must answer one of that response's open tool calls (``InvalidInput`` before anything is written)."""
+        if not results:
+            raise InvalidInput("tool_results() needs at least one result")
+        message = next((m for m in reversed(view) if m.info.role == "assistant" and recorded_response(m.info.metadata)), None)
+        if message is None:
+            raise InvalidInput("there is no recorded response whose tool calls these results answer")
+        open_calls = {p.call_id: p for p in message.parts if p.type == "tool" and p.state.status in ("pending", "running")}
+        updates = []
+        seen: set[str] = set()
+        for raw in results:
+            result = parse_tool_result(raw)
+            part = open_calls.get(result.tool_use_id)
+            if part is None or result.tool_use_id in seen:
+                raise InvalidInput(f"tool_use_id {result.tool_use_id!r} names no open tool call of the newest response")
+            seen.add(result.tool_use_id)
+            updates.append((part.id, result))
+        return message.info.id, updates
+
+    @staticmethod
+    def pending_calls(view: Sequence[MessageWithParts]) -> list[dict[str, Any]]:
+        """The ``tool_use`` blocks of the newest response still waiting for their results (to run on resume)."""
+        message = next((m for m in reversed(view) if m.info.role == "assistant"), None)
+        record = recorded_response(message.info.metadata) if message is not None else None
+        if record is None:
+            return []
+        waiting = {p.call_id for p in message.parts if p.type == "tool" and p.state.status in ("pending", "running")}
+        discarded = set(record.get("discarded") or ())
+        return [b for i, b in enumerate(record["response"]["content"]) if i not in discarded and b.get("type") == "tool_use" and b.get("id") in waiting]
+
+    def idle_ttl_ms(self) -> int:
+        return CACHE_TTL_MS[self.policy.cache_ttl]

@@ -1,0 +1,221 @@
+"""The request a live conversation sends: its view rendered append-only, with thinking kept valid.
+
+Rules:
+
+- A recorded response is sent back exactly as received (``blocks.py``): its content blocks deep-equal, in
+  order, less a ``tool_use`` block a ``max_tokens`` stop cut short. Its tool results follow in the next user
+  message, in the order of its ``tool_use`` blocks: the exact block the agent gave, or, once pruned, the
+  same block with its content ``[Old tool result content cleared]``; a call without a result is an error
+  result ``[Tool execution was interrupted]``. A user message recorded by ``Conversation.user`` is its
+  content as text / content blocks. Anything else (imported history, compaction messages, summaries)
+  renders as ``to_anthropic`` renders it.
+- The store edits what was sent only at two kinds of points: a prune mark (a tool result's content) and a
+  compaction boundary (the view starts again). The prefix of a message is ``system``, ``tools`` and the
+  messages before it, ``cache_control`` left out (a moved breakpoint is no edit); its hash is a running
+  SHA-256 of their canonical JSON. A recorded response keeps the hash of the prefix it answered.
+- A thinking block is valid only while that prefix is unchanged. When it changed, the thinking and
+  redacted thinking blocks of that response are stripped (and so those after it, whose prefix includes
+  it), or, with ``thinking_mismatch="drop_block"``, kept and the request asks the API to drop them
+  (``thinking.block_binding.prefix_mismatch_behavior``, beta ``thinking-binding-controls-2026-08-01``).
+  A tool loop in progress (the last message carries tool results) must keep the thinking block that starts
+  its last assistant message, so a mismatch there always asks for ``drop_block`` instead of stripping.
+- ``first_change`` is the first message that differs from the previous render's (None on the first render
+  and when the previous request is a prefix of this one: nothing was edited, only appended).
+- Prompt caching: at most three breakpoints, the end of system (or of the tools when there is no system),
+  the newest summary in the view, and the conversation's end (the top-level ``cache_control``), each with
+  the policy's TTL.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from ..models import MessageWithParts, ToolPart
+from ..render import (
+    CLEARED_TOOL_OUTPUT,
+    INTERRUPTED_TOOL_OUTPUT,
+    PLACEHOLDER_USER_TEXT,
+    _append,
+    _assistant_blocks,
+    _compaction_first,
+    _failed,
+    _Ids,
+    _user_blocks,
+    tool_result,
+)
+from .blocks import KEY, canonical, recorded_response, stored_tool_result
+
+__all__ = ["BINDING_BETA", "THINKING_TYPES", "Rendered", "prefix_seed", "render_messages", "without_cache_control"]
+
+BINDING_BETA = "thinking-binding-controls-2026-08-01"
+THINKING_TYPES = ("thinking", "redacted_thinking")
+
+Block = dict[str, Any]
+
+
+class Rendered(NamedTuple):
+    """A rendered view: the messages, the prefix hash before each, and what happened to thinking."""
+
+    messages: list[dict[str, Any]]
+    prefixes: list[str]  # prefixes[i]: hash of system, tools and messages[:i]; the last: of them all
+    stripped: list[str]  # paths (messages.i.content.j, in the request as it was before stripping) removed
+    mismatched: list[str]  # paths of thinking blocks sent for the API to drop (drop_block)
+    drop_block: bool
+    first_change: int | None
+    summary_index: int | None  # the message holding the newest summary, for its cache breakpoint
+
+
+def without_cache_control(value: Any) -> Any:
+    """``value`` with every ``cache_control`` key removed, at any depth."""
+    if isinstance(value, Mapping):
+        return {k: without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_cache_control(v) for v in value]
+    return value
+
+
+def prefix_seed(system: Any, tools: Any) -> Any:
+    """The running hash of a request's prefix before its first message."""
+    return hashlib.sha256(canonical({"system": without_cache_control(system), "tools": without_cache_control(tools)}))
+
+
+def _tool_results(content: Sequence[Mapping[str, Any]], parts: Sequence[Any]) -> list[Block]:
+    """The results of a recorded response's tool_use blocks, in their order, from its tool parts."""
+    by_call = {p.call_id: p for p in parts if isinstance(p, ToolPart)}
+    results: list[Block] = []
+    for block in content:
+        if block.get("type") != "tool_use":
+            continue
+        part = by_call.get(block.get("id"))
+        state = part.state if part is not None else None
+        if state is None or state.status in ("pending", "running"):
+            results.append({"type": "tool_result", "tool_use_id": block["id"], "content": INTERRUPTED_TOOL_OUTPUT, "is_error": True})
+            continue
+        text = state.output if state.status == "completed" else state.error
+        exact = stored_tool_result(state.metadata, text)
+        if exact is None:  # completed through store.update_tool, not tool_results(): as to_anthropic says it
+            text, is_error = tool_result(state)
+            exact = {"type": "tool_result", "tool_use_id": block["id"], "content": text}
+            if is_error:
+                exact["is_error"] = True
+        elif state.time.compacted:
+            exact["content"] = CLEARED_TOOL_OUTPUT
+        results.append(exact)
+    return results
+
+
+def _user_content(message: MessageWithParts) -> list[Block]:
+    record = (message.info.metadata or {}).get(KEY)
+    content = record.get("content") if isinstance(record, Mapping) else None
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return copy.deepcopy(content)
+    return _user_blocks(message)
+
+
+def _assemble(view: Sequence[MessageWithParts]) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], int | None]:
+    """The messages, the recorded response behind each assistant message (by index), the newest summary."""
+    ids = _Ids()
+    turns: list[dict[str, Any]] = []
+    recorded: dict[int, dict[str, Any]] = {}
+    summary_index = None
+    for message in _compaction_first(view):
+        if message.info.role == "user":
+            _append(turns, "user", _user_content(message))
+            continue
+        record = recorded_response(message.info.metadata)
+        if record is None:
+            if _failed(message):
+                continue
+            blocks, results = _assistant_blocks(message, ids)
+            if blocks and message.info.summary:
+                summary_index = len(turns) if not turns or turns[-1]["role"] != "assistant" else len(turns) - 1
+        else:
+            discarded = set(record.get("discarded") or ())
+            blocks = [copy.deepcopy(b) for i, b in enumerate(record["response"]["content"]) if i not in discarded]
+            results = _tool_results(blocks, message.parts)
+            for block in blocks:
+                if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                    ids.seen.add(block["id"])
+        if blocks and not (turns and turns[-1]["role"] == "assistant"):
+            if record is not None:
+                recorded[len(turns)] = record
+        elif blocks and record is not None:  # two assistant messages in a row merge: the first one's prefix holds
+            recorded.setdefault(len(turns) - 1, record)
+        _append(turns, "assistant", blocks)
+        _append(turns, "user", results)
+    if turns and turns[0]["role"] == "assistant":
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": PLACEHOLDER_USER_TEXT}]})
+        recorded = {i + 1: r for i, r in recorded.items()}
+        summary_index = None if summary_index is None else summary_index + 1
+    return turns, recorded, summary_index
+
+
+def _thinking_paths(messages: list[dict[str, Any]], index: int) -> list[str]:
+    return [f"messages.{index}.content.{j}" for j, b in enumerate(messages[index]["content"]) if b.get("type") in THINKING_TYPES]
+
+
+def _in_tool_loop(messages: list[dict[str, Any]]) -> bool:
+    last = messages[-1] if messages else None
+    return bool(last and last["role"] == "user" and any(b.get("type") == "tool_result" for b in last["content"]))
+
+
+def render_messages(
+    view: Sequence[MessageWithParts],
+    *,
+    system: Any,
+    tools: Any,
+    previous: Sequence[str] | None = None,
+    thinking_mismatch: str = "strip",
+) -> Rendered:
+    """Render ``view`` (see the module rules). ``previous``: the prefix hashes of the last render."""
+    messages, recorded, summary_index = _assemble(view)
+    running = prefix_seed(system, tools)
+    prefixes: list[str] = []
+    invalid: list[int] = []  # indices of recorded responses whose prefix changed
+    for index, message in enumerate(messages):
+        digest = running.hexdigest()
+        prefixes.append(digest)
+        record = recorded.get(index)
+        if record is not None and record.get("prefix") not in (None, digest):
+            invalid.append(index)
+        running.update(canonical(without_cache_control(message)))
+    prefixes.append(running.hexdigest())
+    if invalid:  # every later block's prefix holds the first changed one: all of them are invalid
+        invalid = sorted(i for i in recorded if i >= invalid[0])
+    paths = [path for index in invalid for path in _thinking_paths(messages, index)]
+    keep_last = _in_tool_loop(messages) and len(messages) >= 2 and (len(messages) - 2) in invalid
+    drop_block = bool(paths) and (thinking_mismatch == "drop_block" or keep_last)
+    stripped: list[str] = []
+    if paths and not drop_block:
+        stripped = paths
+        messages, prefixes = _strip(messages, invalid, system, tools)
+    first_change = None
+    if previous is not None:
+        first_change = next((i for i, (a, b) in enumerate(zip(prefixes, previous)) if a != b), None)
+        if first_change is not None:
+            first_change = max(first_change - 1, 0)  # prefixes[i] covers messages[:i]: message i-1 changed
+    return Rendered(messages, prefixes, stripped, paths if drop_block else [], drop_block, first_change, summary_index)
+
+
+def _strip(messages: list[dict[str, Any]], invalid: list[int], system: Any, tools: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """The messages without the thinking blocks of ``invalid`` responses, and their prefix hashes again."""
+    out = []
+    for index, message in enumerate(messages):
+        if index in invalid:
+            content = [b for b in message["content"] if b.get("type") not in THINKING_TYPES]
+            if not content:  # a response that was nothing but thinking: keep a minimal trace of the turn
+                content = [{"type": "text", "text": "(thinking omitted)"}]
+            message = {**message, "content": content}
+        out.append(message)
+    running = prefix_seed(system, tools)
+    prefixes = []
+    for message in out:
+        prefixes.append(running.hexdigest())
+        running.update(canonical(without_cache_control(message)))
+    prefixes.append(running.hexdigest())
+    return out, prefixes

@@ -1,0 +1,317 @@
+"""Live agents (issue 19): ``Conversation`` records responses losslessly, renders append-only, keeps thinking
+valid, places cache breakpoints, and runs the context policy — on SQLite and PostgreSQL, against the fake
+Messages API under the real SDK client."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import anthropic
+import pytest
+from sqlalchemy import text
+
+from brutus import ContextPolicy, InvalidInput, SessionStore
+from brutus.live.render import BINDING_BETA, without_cache_control
+from brutus.testing import FakeMessagesAPI, Reply
+
+from live_helpers import EVERY_BLOCK, MODEL, SYSTEM, THINKING, TOOLS, assistant_blocks, breakpoints, client, response
+
+
+def conversation(store: SessionStore, **settings: Any):
+    session = store.create_session(title="live")
+    settings = {"system": SYSTEM, "tools": TOOLS, "max_tokens": 4096, **settings}
+    return store.conversation(session.id, model=MODEL, **settings)
+
+
+def counts(store: SessionStore) -> dict[str, int]:
+    with store.engine.connect() as conn:
+        return {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one() for t in ("messages", "parts", "tool_states", "tool_outputs")}
+
+
+# -- recording ------------------------------------------------------------------------------------------
+
+
+def test_every_block_comes_back_deep_equal(store: SessionStore) -> None:
+    conv = conversation(store)
+    conv.user("Why does test_sync fail?")
+    conv.request()
+    usage = {
+        "input_tokens": 50, "output_tokens": 700, "cache_read_input_tokens": 9000, "cache_creation_input_tokens": 1200,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1200, "ephemeral_1h_input_tokens": 0},
+        "iterations": [
+            {"type": "compaction", "input_tokens": 3000, "output_tokens": 400, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+            {"type": "message", "input_tokens": 50, "output_tokens": 700, "cache_read_input_tokens": 9000, "cache_creation_input_tokens": 1200},
+        ],
+    }
+    recorded = response(EVERY_BLOCK, stop_reason="tool_use", usage=usage, input_transformations=[], container=None)
+    message = conv.record(recorded)
+
+    assert message.finish == "tool_use" and message.model_id == MODEL and message.provider_id == "anthropic"
+    assert (message.tokens.input, message.tokens.output, message.tokens.cache.read, message.tokens.cache.write) == (50, 700, 9000, 1200)
+    # cost over both iterations at Opus 4.5's prices: input 5, output 25, cache write 6.25, cache read 0.5 per million
+    assert message.cost == pytest.approx((3050 * 5 + 1100 * 25 + 1200 * 6.25 + 9000 * 0.5) / 1e6)
+    assert message.metadata["anthropic"]["response"] == recorded  # id, model, stop reason, usage, everything
+
+    loaded = store.messages(conv.session_id)[-1]
+    assert [p.type for p in loaded.parts] == ["reasoning", "reasoning", "text", "text", "tool"]
+    assert loaded.parts[0].text == EVERY_BLOCK[0]["thinking"] and loaded.parts[2].text == "The docs say:"
+    tool = loaded.parts[4]
+    assert (tool.call_id, tool.tool, tool.state.status, tool.state.input) == ("toolu_01A", "bash", "pending", {"command": "pytest -x"})
+
+    conv.tool_results([{"tool_use_id": "toolu_01A", "content": "1 failed, 41 passed"}])
+    kwargs = conv.request()
+    assert assistant_blocks(kwargs) == [EVERY_BLOCK]
+    assert without_cache_control(kwargs["messages"][-1]) == {
+        "role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01A", "content": "1 failed, 41 passed"}]
+    }
+
+
+def test_an_sdk_object_is_recorded_as_the_api_sent_it(store: SessionStore) -> None:
+    conv = conversation(store, thinking=THINKING)
+    reply = Reply([{"type": "thinking", "thinking": "look first"}, {"type": "text", "text": "I'll read it."},
+                   {"type": "tool_use", "id": "toolu_7", "name": "read_file", "input": {"path": "a.py"}}])
+    with FakeMessagesAPI([reply]) as api:
+        conv.user("read a.py")
+        sdk_message = client(api).beta.messages.create(**conv.request())
+        conv.record(sdk_message)
+        sent = api.requests[-1].response
+    stored = store.messages(conv.session_id)[-1].info.metadata["anthropic"]["response"]
+    assert stored == sent
+    assert stored["content"][0]["signature"]
+
+
+@pytest.mark.parametrize(
+    "result, rendered_content",
+    [
+        ({"tool_use_id": "toolu_01A", "content": "ok\r\n\x1b[32mgreen\x1b[0m"}, "ok\r\n\x1b[32mgreen\x1b[0m"),
+        ({"tool_use_id": "toolu_01A", "content": [{"type": "text", "text": "line 1"}, {"type": "text", "text": "line 2"}]},
+         [{"type": "text", "text": "line 1"}, {"type": "text", "text": "line 2"}]),
+        ({"tool_use_id": "toolu_01A", "content": "command not found", "is_error": True}, "command not found"),
+        ({"tool_use_id": "toolu_01A", "content": "fine", "is_error": False}, "fine"),
+    ],
+    ids=["string", "blocks", "error", "explicit-false"],
+)
+def test_tool_results_come_back_exactly(store: SessionStore, result: dict[str, Any], rendered_content: Any) -> None:
+    conv = conversation(store)
+    conv.user("run it")
+    conv.request()
+    conv.record(response([{"type": "tool_use", "id": "toolu_01A", "name": "bash", "input": {"command": "x"}}], stop_reason="tool_use"))
+    conv.tool_results([result])
+    part = store.messages(conv.session_id)[-1].parts[0]
+    assert part.state.status == ("error" if result.get("is_error") else "completed")
+    sent = without_cache_control(conv.request()["messages"][-1]["content"][0])
+    assert sent == {"type": "tool_result", **result, "content": rendered_content}
+    assert conv.pending_calls() == []
+
+
+def test_a_result_for_no_open_call_writes_nothing(store: SessionStore) -> None:
+    conv = conversation(store)
+    conv.user("run it")
+    conv.request()
+    conv.record(response([{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}},
+                          {"type": "tool_use", "id": "toolu_2", "name": "bash", "input": {}}], stop_reason="tool_use"))
+    before = counts(store)
+    for bad in ([{"tool_use_id": "toolu_1", "content": "a"}, {"tool_use_id": "toolu_9", "content": "b"}],
+                [{"tool_use_id": "toolu_1", "content": "a"}, {"tool_use_id": "toolu_1", "content": "b"}],
+                [{"tool_use_id": "toolu_1", "content": 42}], []):
+        with pytest.raises(InvalidInput):
+            conv.tool_results(bad)
+    assert counts(store) == before
+    assert [c["id"] for c in conv.pending_calls()] == ["toolu_1", "toolu_2"]
+
+
+@pytest.mark.parametrize("bad", [42, {"type": "message", "role": "user", "content": []}, {"content": "x"}, "hi"])
+def test_a_bad_response_writes_nothing(store: SessionStore, bad: Any) -> None:
+    conv = conversation(store)
+    conv.user("hi")
+    before = counts(store)
+    with pytest.raises(InvalidInput):
+        conv.record(bad)
+    assert counts(store) == before
+
+
+def test_a_cut_short_tool_call_is_discarded(store: SessionStore) -> None:
+    conv = conversation(store)
+    conv.user("write the file")
+    conv.request()
+    cut = response([{"type": "text", "text": "Writing it now."}, {"type": "tool_use", "id": "toolu_cut", "name": "bash", "input": {}}], stop_reason="max_tokens")
+    conv.record(cut)
+    assert [p.type for p in store.messages(conv.session_id)[-1].parts] == ["text"]
+    assert conv.pending_calls() == []
+    kwargs = conv.request()  # a reactive compaction was due; the turn goes on from a user message
+    assert conv.last.compacted or conv.last.stalled
+    assert kwargs["messages"][-1]["role"] == "user"
+    assert all(b.get("id") != "toolu_cut" for m in kwargs["messages"] for b in m["content"])
+
+
+# -- rendering ---------------------------------------------------------------------------------------------
+
+
+def test_cache_breakpoints(store: SessionStore) -> None:
+    conv = conversation(store, policy=ContextPolicy(cache_ttl="1h"))
+    conv.user("hi")
+    kwargs = conv.request()
+    assert breakpoints(kwargs) == 2  # system, conversation end
+    assert kwargs["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert kwargs["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    conv.record(response([{"type": "text", "text": "hello"}]))
+    store.compact(conv.session_id, trigger="manual")
+    conv.user("next")
+    kwargs = conv.request()
+    assert breakpoints(kwargs) == 3  # and the summary
+    summary = next(m for m in kwargs["messages"] if m["role"] == "assistant")
+    assert summary["content"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+
+
+def first_cleared(kwargs: dict[str, Any]) -> int:
+    return next(i for i, m in enumerate(kwargs["messages"]) if any(
+        b.get("type") == "tool_result" and b["content"] == "[Old tool result content cleared]" for b in m["content"]))
+
+
+def _tool_turn(conv, api, client_, output: str) -> None:
+    message = client_.beta.messages.create(**conv.request())
+    conv.record(message)
+    conv.tool_results([{"tool_use_id": c["id"], "content": output} for c in conv.pending_calls()])
+
+
+def _thinking_script(turns: int) -> list[Reply]:
+    replies = []
+    for i in range(turns):
+        replies.append(Reply([{"type": "thinking", "thinking": f"step {i}"}, {"type": "text", "text": f"Reading part {i}."},
+                              {"type": "tool_use", "id": f"toolu_{i:03d}", "name": "read_file", "input": {"path": f"f{i}.py"}}]))
+    replies.append(Reply([{"type": "thinking", "thinking": "done"}, {"type": "text", "text": "All read."}]))
+    return replies
+
+
+@pytest.mark.parametrize("mismatch", ["strip", "drop_block"])
+def test_a_prune_invalidates_the_thinking_after_it_and_nothing_is_refused(store: SessionStore, mismatch: str) -> None:
+    policy = ContextPolicy(prune="after-turn", prune_protect=2_000, prune_minimum=1_000, thinking_mismatch=mismatch)
+    conv = conversation(store, thinking=THINKING, policy=policy)
+    more = [Reply([{"type": "thinking", "thinking": f"reply {i}"}, {"type": "text", "text": "Sure."}]) for i in range(2)]
+    with FakeMessagesAPI(_thinking_script(6) + more) as api:
+        sdk = client(api)
+        conv.user("read every file")
+        for _ in range(6):
+            _tool_turn(conv, api, sdk, "x" * 4_000)
+        conv.record(sdk.beta.messages.create(**conv.request()))
+        conv.user("anything else?")
+        conv.record(sdk.beta.messages.create(**conv.request()))
+        assert conv.last.stripped == [] and conv.last.first_change is None  # append-only so far
+        conv.user("and now?")  # the first turn is now older than the two protected ones
+        kwargs = conv.request()  # a turn ended: after-turn prunes the old outputs, changing the prefix
+        assert conv.last.pruned > 0
+        assert conv.last.first_change == first_cleared(kwargs)
+        conv.record(sdk.beta.messages.create(**kwargs))
+        records = api.requests
+    assert all(r.accepted for r in records), [r.error for r in records if not r.accepted]
+    thinking_sent = [b for m in kwargs["messages"] for b in m["content"] if b["type"] == "thinking"]
+    first_pruned = first_cleared(kwargs)
+    if mismatch == "strip":
+        assert conv.last.stripped and all(int(p.split(".")[1]) > first_pruned for p in conv.last.stripped)
+        assert len(thinking_sent) == sum(1 for m in kwargs["messages"][:first_pruned] if m["role"] == "assistant")
+        assert records[-1].input_transformations in (None, [])
+    else:
+        assert conv.last.drop_block and BINDING_BETA in kwargs["betas"]
+        assert kwargs["thinking"]["block_binding"] == {"prefix_mismatch_behavior": "drop_block"}
+        dropped = [t["path"] for t in records[-1].input_transformations]
+        assert dropped == conv.last.drop_block  # brutus knew exactly which blocks the API would drop
+    # before the prune point every thinking block went back as recorded
+    for i, message in enumerate(kwargs["messages"][:first_pruned]):
+        if message["role"] == "assistant":
+            assert message["content"][0]["type"] == "thinking"
+
+
+def test_an_unchanged_history_keeps_every_thinking_block(store: SessionStore) -> None:
+    conv = conversation(store, thinking=THINKING, policy=ContextPolicy(prune="off"))
+    with FakeMessagesAPI(_thinking_script(4)) as api:
+        sdk = client(api)
+        conv.user("read")
+        for _ in range(4):
+            _tool_turn(conv, api, sdk, "y" * 3000)
+        kwargs = conv.request()
+        conv.record(sdk.beta.messages.create(**kwargs))
+        assert all(r.accepted for r in api.requests)
+        assert api.stats.thinking_blocks_dropped == 0 and api.stats.cache_read_input_tokens > 0
+    assert sum(1 for m in kwargs["messages"] for b in m["content"] if b["type"] == "thinking") == 4
+    assert conv.last.stripped == [] and conv.last.first_change is None
+
+
+# -- the policy --------------------------------------------------------------------------------------------
+
+
+def test_prompt_too_long_compacts_and_retries_once(store: SessionStore) -> None:
+    conv = conversation(store, policy=ContextPolicy(compact_at=1.0))  # never proactive: the provider says it
+    outputs = "z" * 6_000
+    script = [Reply([{"type": "tool_use", "id": f"toolu_{i}", "name": "bash", "input": {"command": f"cat {i}"}}]) for i in range(30)]
+    with FakeMessagesAPI(script, context_window=12_000) as api:
+        sdk = client(api)
+        conv.user("cat everything")
+        recovered = 0
+        for _ in range(30):
+            try:
+                message = sdk.beta.messages.create(**conv.request())
+            except anthropic.BadRequestError as exc:
+                assert "prompt is too long" in str(exc)
+                assert conv.recover(exc) is True
+                recovered += 1
+                message = sdk.beta.messages.create(**conv.request())
+            conv.record(message)
+            conv.tool_results([{"tool_use_id": c["id"], "content": outputs} for c in conv.pending_calls()])
+        refused = [r for r in api.requests if not r.accepted]
+    assert recovered >= 1 and len(refused) == recovered
+    assert [c.trigger for c in store.compactions(conv.session_id) if c.status == "completed"].count("overflow") == recovered
+
+
+def test_recover_says_no_to_other_errors_and_to_a_stall(store: SessionStore) -> None:
+    conv = conversation(store)
+    assert conv.recover(ValueError("boom")) is False
+    conv.user("hi")
+    too_long = anthropic.BadRequestError("prompt is too long: 300000 tokens > 200000 maximum", response=_fake_response(), body=None)
+    assert conv.recover(too_long) is False  # nothing to compact: it stalls, and says so
+    assert conv.last.stalled
+
+
+def _fake_response() -> Any:
+    import httpx2 as httpx  # the SDK's own HTTP library
+
+    return httpx.Response(400, request=httpx.Request("POST", "http://localhost/v1/messages"))
+
+
+def test_the_threshold_compacts_before_the_request(store: SessionStore) -> None:
+    from brutus import ModelLimits
+
+    conv = conversation(store, limits=ModelLimits(context=60_000, output=8_000))
+    script = [Reply([{"type": "tool_use", "id": f"toolu_{i}", "name": "bash", "input": {}}]) for i in range(12)]
+    with FakeMessagesAPI(script, context_window=60_000) as api:
+        sdk = client(api)
+        conv.user("go")
+        peak = 0
+        for _ in range(12):
+            message = sdk.beta.messages.create(**conv.request())
+            usage = message.usage
+            peak = max(peak, usage.input_tokens + (usage.cache_read_input_tokens or 0) + (usage.cache_creation_input_tokens or 0))
+            conv.record(message)
+            conv.tool_results([{"tool_use_id": c["id"], "content": "w" * 20_000} for c in conv.pending_calls()])
+        assert all(r.accepted for r in api.requests)
+    assert any(c.status == "completed" for c in store.compactions(conv.session_id))
+    assert peak < 60_000
+
+
+def test_a_compaction_that_does_not_help_is_not_retried_before_the_next_turn(store: SessionStore) -> None:
+    from brutus import ModelLimits
+
+    conv = conversation(store, limits=ModelLimits(context=1_500, output=500))  # compacts above 800 tokens
+    conv.user("x " * 8_000)  # one huge turn: its summary alone is over the threshold
+    conv.request()
+    assert conv.last.compacted and conv.last.stalled == "the context is still over the threshold after compacting"
+    for _ in range(3):
+        conv.request()
+        assert not conv.last.compacted
+    assert [c.status for c in store.compactions(conv.session_id)] == ["completed"]
+    conv.record(response([{"type": "text", "text": "ok"}]))
+    conv.user("a new turn")
+    conv.request()  # the next user turn may try again, once
+    conv.request()
+    assert not conv.last.compacted
+    assert [c.status for c in store.compactions(conv.session_id)].count("completed") <= 2
