@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from corpus_helpers import corpus_files, load_export  # noqa: E402
+from corpus_helpers import load_export, opencode_files  # noqa: E402
 from tier_sessions import Replay, generated_session, replay  # noqa: E402
 
 from brutus.history import filter_compacted  # noqa: E402
@@ -50,11 +50,11 @@ def main() -> None:
     print(f"TierConfig defaults: {config.model_dump()}")
     started = time.perf_counter()
     table(f"generated session, {args.turns} turns", replay(generated_session(args.turns), config), args.every)
-    longest = sorted(corpus_files(), key=lambda path: len(load_export(path)), reverse=True)[:3]
+    longest = sorted(opencode_files(), key=lambda path: len(load_export(path)), reverse=True)[:3]
     for path in longest:
         run = replay(load_export(path), config, prepare=filter_compacted)
         table(f"corpus {path.name.split('__')[1]}", run, max(1, args.every // 10))
-    everything = [message for path in corpus_files() for message in load_export(path)]
+    everything = [message for path in opencode_files() for message in load_export(path)]
     table("the whole corpus back to back", replay(everything, config, prepare=filter_compacted), max(1, args.every // 4))
     print(f"\n{time.perf_counter() - started:.1f} s")
 

@@ -1,4 +1,11 @@
-"""Test-only: read ``opencode export`` files of the shared corpus into brutus models, without a database.
+"""Test-only: the real-session corpus in ``tests/data/corpus`` (see its README.md), and a reader of its
+``opencode export`` files into brutus models, without a database.
+
+Every test and benchmark finds the corpus here, inside the repository, and nowhere else. The files are
+gzip-compressed copies (``*.json.gz`` OpenCode exports, ``*.jsonl.gz`` Claude Code sessions): brutus reads
+them as they are (``read_document`` decompresses gzip); tests that look at the raw content use ``read_bytes``,
+``read_text`` and ``read_export`` here. A corpus folder that is missing or holds another number of files
+than ``EXPECTED`` raises ``RuntimeError`` at use (at collection for parametrized tests): never a skip.
 
 OpenCode writes camelCase (``sessionID``, ``callID``, ``tailStartID``…); brutus models are snake_case. A user
 message's ``summary`` is an object in OpenCode (title, diffs) and a flag on assistant messages: only the
@@ -8,15 +15,66 @@ tool's ``attachments``, a tool part's provider ``metadata``, the ``total`` of to
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
 
 from brutus.models import Message, MessageWithParts, TokenCounts
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "opencode"
-if not CORPUS.is_dir():  # the repository may sit elsewhere than beside ``shared``
-    CORPUS = Path("/work/shared/corpus/opencode")
+CORPUS = Path(__file__).parent / "data" / "corpus"
+EXPECTED = {"opencode": 12, "claude-code": 10}  # files per folder: tests count rows of the whole corpus
+_PATTERNS = {"opencode": "*.json.gz", "claude-code": "*.jsonl.gz"}
+
+
+def _listed(kind: str) -> list[Path]:
+    folder = CORPUS / kind
+    found = sorted(folder.glob(_PATTERNS[kind])) if folder.is_dir() else []
+    if len(found) != EXPECTED[kind]:
+        raise RuntimeError(
+            f"the test corpus is incomplete: {len(found)} {_PATTERNS[kind]} files in {folder}, "
+            f"expected {EXPECTED[kind]} (see tests/data/corpus/README.md)"
+        )
+    return found
+
+
+def opencode_files() -> list[Path]:
+    """The 12 OpenCode exports, sorted by name."""
+    return _listed("opencode")
+
+
+def claude_code_files() -> list[Path]:
+    """The 10 Claude Code session files, sorted by name."""
+    return _listed("claude-code")
+
+
+def all_files() -> list[Path]:
+    """Every corpus file: the OpenCode exports, then the Claude Code sessions."""
+    return opencode_files() + claude_code_files()
+
+
+def corpus_file(fragment: str) -> Path:
+    """The one corpus file whose name contains ``fragment`` (a slug like ``nimble-pixel``, an id prefix)."""
+    found = [path for path in all_files() if fragment in path.name]
+    if len(found) != 1:
+        raise RuntimeError(f"{len(found)} corpus files named like {fragment!r} in {CORPUS}, expected one")
+    return found[0]
+
+
+def read_bytes(path: Path) -> bytes:
+    """A corpus file's content, decompressed."""
+    data = path.read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+def read_text(path: Path) -> str:
+    return read_bytes(path).decode("utf-8")
+
+
+def read_export(path: Path) -> dict[str, Any]:
+    """An OpenCode export file as the JSON object ``opencode export`` wrote."""
+    return json.loads(read_text(path))
+
 
 _RENAMES = {
     "sessionID": "session_id",
@@ -27,10 +85,6 @@ _RENAMES = {
     "providerID": "provider_id",
     "tailStartID": "tail_start_id",
 }
-
-
-def corpus_files() -> list[Path]:
-    return sorted(CORPUS.glob("*.json"))
 
 
 def _tokens(raw: dict[str, Any] | None) -> TokenCounts:
@@ -75,4 +129,5 @@ def to_history(export: dict[str, Any]) -> list[MessageWithParts]:
 
 
 def load_export(path: Path) -> list[MessageWithParts]:
-    return to_history(json.loads(path.read_text(encoding="utf-8")))
+    """An OpenCode export file's messages as brutus models (see ``to_history``)."""
+    return to_history(read_export(path))

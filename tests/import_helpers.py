@@ -1,4 +1,4 @@
-"""Test-only: the shared corpus files, row counts, and databases holding the whole imported corpus.
+"""Test-only: row counts, and databases holding the whole imported corpus (its files: ``corpus_helpers``).
 
 Importing the corpus takes seconds, so ``corpus_database`` builds one database per backend per test run and
 the import and export tests share it (read only).
@@ -7,30 +7,15 @@ the import and export tests share it (read only).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 
 from brutus.importers import ImportReport, import_files
 from brutus.store import SessionStore
+from corpus_helpers import all_files
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-if not CORPUS.is_dir():  # the repository may sit elsewhere than beside ``shared``
-    CORPUS = Path("/work/shared/corpus")
-
-OPENCODE = sorted((CORPUS / "opencode").glob("*.json"))
-CLAUDE_CODE = sorted((CORPUS / "claude-code").glob("*.jsonl"))
-ALL_FILES = OPENCODE + CLAUDE_CODE
 TABLES = ("sessions", "messages", "parts", "tool_states", "tool_outputs", "compactions")
-
-
-def opencode_file(slug: str) -> Path:
-    return next(p for p in OPENCODE if f"__{slug}__" in p.name)
-
-
-def claude_code_file(prefix: str) -> Path:
-    return next(p for p in CLAUDE_CODE if p.name.startswith(prefix))
 
 
 def row_counts(store: SessionStore) -> dict[str, int]:
@@ -69,6 +54,6 @@ def corpus_database(backend: str, tmp_path_factory: Any, pg_server: Any) -> Corp
     if backend not in _BUILT:
         url = fresh_url(backend, tmp_path_factory, pg_server)
         with SessionStore.open(url) as store:
-            reports = import_files(store, ALL_FILES)
+            reports = import_files(store, all_files())
         _BUILT[backend] = CorpusDatabase(url, reports)
     return _BUILT[backend]

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from builders import Msg, histories, write_history
+from corpus_helpers import all_files
 from hypothesis import HealthCheck, given, settings
 from integrity import S, dump, integrity_problems
 from sqlalchemy import select
 
 from brutus import InvalidInput, MessageWithParts, NotFound, SessionStore, import_file
-from test_load_path import FILES
 from test_store import ALL_PARTS
 
 NOW = 1_760_000_000_000
@@ -85,7 +85,7 @@ def boundary(store: SessionStore, session_id: str) -> tuple[Any, ...]:
     return tuple(row)
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+@pytest.mark.parametrize("path", all_files(), ids=lambda p: p.name)
 def test_real_sessions_copy_exactly(tmp_path: Path, store: SessionStore, path: Path) -> None:
     """Each corpus session (OpenCode exports, Claude Code transcripts), read back and written again in one
     call, reads back equal: every message, part, tool state and output."""

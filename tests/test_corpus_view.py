@@ -4,27 +4,24 @@ store's prune agrees with the pure rule on it."""
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
+from corpus_helpers import all_files
 
 from brutus import CompactionConfig, SessionStore, filter_compacted, import_file, prune, to_anthropic, validate_anthropic
-
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
-FILES = sorted(p for p in CORPUS.glob("*/*") if p.suffix in (".json", ".jsonl"))
 
 
 @pytest.fixture(scope="module")
 def corpus_store(tmp_path_factory) -> SessionStore:
     store = SessionStore.open(f"sqlite:///{tmp_path_factory.mktemp('corpus') / 'corpus.db'}")
-    for path in FILES:
+    for path in all_files():
         import_file(store, path)
     yield store
     store.close()
 
 
 def test_the_corpus_is_there() -> None:
-    assert len(FILES) == 22
+    assert len(all_files()) == 22
 
 
 @pytest.mark.slow

@@ -14,7 +14,8 @@ from brutus.exporters import dumps as export_text
 from brutus.exporters import export_opencode
 from brutus.importers import import_file
 
-from import_helpers import OPENCODE, corpus_database, dumps, fresh_url
+from corpus_helpers import opencode_files, read_export
+from import_helpers import corpus_database, dumps, fresh_url
 
 NASTY = "nul \x00, lone surrogate \ud800, ansi \x1b[31mred\x1b[0m, crlf\r\n, private \ue000, emoji 🤖"
 
@@ -39,8 +40,8 @@ def write_export(store: SessionStore, session_id: str, path: Path) -> Path:
 @pytest.mark.slow
 def test_an_imported_opencode_file_exports_back_exactly(corpus) -> None:
     with corpus.open() as store:
-        for path in OPENCODE:
-            original = json.loads(path.read_text(encoding="utf-8"))
+        for path in opencode_files():
+            original = read_export(path)
             assert export_opencode(store, original["info"]["id"]) == original, path.name
 
 

@@ -33,7 +33,7 @@ from brutus.codec import MAX_JSON_DEPTH
 from brutus.importers import import_file
 from brutus.models import PART_TYPES
 
-from import_helpers import claude_code_file, opencode_file
+from corpus_helpers import corpus_file, read_export, read_text
 from integrity import dump, integrity_problems
 
 pytestmark = pytest.mark.slow
@@ -328,7 +328,7 @@ def test_export_keeps_json_keys_with_lone_surrogates(store: SessionStore) -> Non
 def test_a_claude_code_entry_with_a_non_string_uuid_is_refused(store: SessionStore, tmp_path: Path) -> None:
     """Found by the fuzz: ``TypeError: unhashable type: 'list'`` from brutus/importers/claude_code.py
     (``plan_claude_code``: ``uuids = {e.get("uuid") for _, e in conversation}``)."""
-    lines = [json.loads(line) for line in claude_code_file("9dd861b1").read_text().splitlines() if line.strip()]
+    lines = [json.loads(line) for line in read_text(corpus_file("9dd861b1")).splitlines() if line.strip()]
     for bad in (["a", "list"], {"a": "dict"}):
         lines[0]["uuid"] = bad
         path = tmp_path / f"bad_uuid_{type(bad).__name__}.jsonl"
@@ -373,10 +373,10 @@ def _mutate(document: Any, draw: Any) -> Any:
 @st.composite
 def mutated_files(draw: Any, kind: str) -> bytes:
     if kind == "opencode":
-        document = json.loads(opencode_file("nimble-pixel").read_text())
+        document = read_export(corpus_file("nimble-pixel"))
         raw = json.dumps(_mutate(document, draw), ensure_ascii=draw(st.booleans()), allow_nan=True).encode("utf-8", "surrogatepass")
     else:
-        lines = [json.loads(line) for line in claude_code_file("9dd861b1").read_text().splitlines() if line.strip()]
+        lines = [json.loads(line) for line in read_text(corpus_file("9dd861b1")).splitlines() if line.strip()]
         raw = "\n".join(json.dumps(e, allow_nan=True) for e in _mutate(lines, draw)).encode("utf-8", "surrogatepass")
     cut = draw(st.sampled_from(["none", "none", "truncate", "flip"]))
     if cut == "truncate":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from history_builders import assistant, compaction, summary, text, tool, user
-from corpus_helpers import corpus_files, load_export
+from corpus_helpers import load_export, opencode_files
 
 from brutus.history import (
     CompletedCompaction,
@@ -216,10 +216,10 @@ def _slug(path):
 
 
 def test_corpus_is_all_there():
-    assert sorted(_slug(path) for path in corpus_files()) == sorted(CORPUS_SIZES)
+    assert sorted(_slug(path) for path in opencode_files()) == sorted(CORPUS_SIZES)
 
 
-@pytest.mark.parametrize("path", corpus_files(), ids=_slug)
+@pytest.mark.parametrize("path", opencode_files(), ids=_slug)
 def test_filter_compacted_on_the_corpus(path):
     history = load_export(path)
     assert len(history) == CORPUS_SIZES[_slug(path)]

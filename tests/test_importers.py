@@ -3,8 +3,8 @@ no duplicates, and malformed input refused with the database unchanged (SQLite a
 
 from __future__ import annotations
 
+import gzip
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,16 +14,8 @@ from brutus.errors import ImportFormatError
 from brutus.importers import detect_format, import_file, import_files, plan_document, read_document
 from brutus.models import MessageWithParts, ToolPart
 
-from import_helpers import (
-    ALL_FILES,
-    CLAUDE_CODE,
-    OPENCODE,
-    claude_code_file,
-    corpus_database,
-    dumps,
-    opencode_file,
-    row_counts,
-)
+from corpus_helpers import all_files, claude_code_files, corpus_file, opencode_files, read_bytes, read_export, read_text
+from import_helpers import corpus_database, dumps, row_counts
 
 NIMBLE = "ses_39b4c1891ffezxPVc5OPmcqF33"
 SAILOR = "ses_39b7f9e89ffe7J0WzLzYrUt4eW"
@@ -37,7 +29,7 @@ def tools(history: list[MessageWithParts]) -> list[ToolPart]:
 
 
 def lines_of(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in read_text(path).splitlines() if line.strip()]
 
 
 def write_jsonl(path: Path, entries: list[dict]) -> Path:
@@ -55,20 +47,22 @@ def corpus(backend: str, tmp_path_factory, pg_server):
 
 
 def test_format_is_told_by_content_not_by_name(tmp_path: Path) -> None:
-    disguised_export = shutil.copy(opencode_file("nimble-pixel"), tmp_path / "session.jsonl")
-    disguised_jsonl = shutil.copy(claude_code_file("2cba43de"), tmp_path / "export.json")
-    assert detect_format(Path(disguised_export)) == "opencode"
-    assert detect_format(Path(disguised_jsonl)) == "claude-code"
-    assert detect_format(json.dumps(lines_of(claude_code_file("9b92ce83"))[0])) == "claude-code"  # one line
-    assert {read_document(p).format for p in OPENCODE} == {"opencode"}
-    assert {read_document(p).format for p in CLAUDE_CODE} == {"claude-code"}
+    disguised_export = tmp_path / "session.jsonl"
+    disguised_export.write_bytes(read_bytes(corpus_file("nimble-pixel")))
+    disguised_jsonl = tmp_path / "export.json"
+    disguised_jsonl.write_bytes(read_bytes(corpus_file("2cba43de")))
+    assert detect_format(disguised_export) == "opencode"
+    assert detect_format(disguised_jsonl) == "claude-code"
+    assert detect_format(json.dumps(lines_of(corpus_file("9b92ce83"))[0])) == "claude-code"  # one line
+    assert {read_document(p).format for p in opencode_files()} == {"opencode"}
+    assert {read_document(p).format for p in claude_code_files()} == {"claude-code"}
 
 
 # -- OpenCode -----------------------------------------------------------------------------------------------
 
 
 def test_opencode_maps_one_to_one_with_ids_kept(store: SessionStore) -> None:
-    assert import_file(store, opencode_file("nimble-pixel")) == [NIMBLE]
+    assert import_file(store, corpus_file("nimble-pixel")) == [NIMBLE]
     session = store.get_session(NIMBLE)
     assert session.title == "Re-enable protobuf transport, logging.ts review"
     assert session.directory == "/Users/alex/repos/vfp/dark-factory"
@@ -107,7 +101,7 @@ def test_opencode_maps_one_to_one_with_ids_kept(store: SessionStore) -> None:
 
 
 def test_opencode_compaction_part_and_summary_make_a_boundary(store: SessionStore) -> None:
-    import_file(store, opencode_file("curious-sailor"))
+    import_file(store, corpus_file("curious-sailor"))
     history = store.messages(SAILOR)
     compaction = next(m for m in history if any(p.type == "compaction" for p in m.parts))
     assert compaction.info.id == "msg_c648e17e6001YM54MG29gGQBfQ" and compaction.info.role == "user"
@@ -124,7 +118,7 @@ def test_opencode_compaction_part_and_summary_make_a_boundary(store: SessionStor
 @pytest.mark.slow
 def test_opencode_tool_states_as_recorded(corpus) -> None:
     with corpus.open() as store:
-        ids = [json.loads(p.read_text(encoding="utf-8"))["info"]["id"] for p in OPENCODE]
+        ids = [read_export(p)["info"]["id"] for p in opencode_files()]
         states = [t.state for i in ids for t in tools(store.messages(i))]
     statuses = [s.status for s in states]
     assert (len(states), statuses.count("completed"), statuses.count("error"), statuses.count("running")) == (556, 544, 11, 1)
@@ -139,7 +133,7 @@ def test_opencode_tool_states_as_recorded(corpus) -> None:
 
 
 def test_claude_code_assistant_lines_sharing_an_id_are_one_message_with_usage_counted_once(store: SessionStore) -> None:
-    path = claude_code_file("2cba43de")
+    path = corpus_file("2cba43de")
     assert import_file(store, path) == [CC_SMALL]
     history = store.messages(CC_SMALL)
     assistants = [m for m in history if m.info.role == "assistant"]
@@ -166,7 +160,7 @@ def test_claude_code_assistant_lines_sharing_an_id_are_one_message_with_usage_co
 
 
 def test_claude_code_tool_results_complete_their_calls(store: SessionStore) -> None:
-    import_files(store, [claude_code_file("2cba43de"), claude_code_file("9dd861b1")])
+    import_files(store, [corpus_file("2cba43de"), corpus_file("9dd861b1")])
     calls = {t.call_id: t for s in store.list_sessions() for t in tools(store.messages(s.id))}
     todo = calls["toolu_01DfZHuC87a5enxTVq1VYecV"]
     assert (todo.tool, todo.state.status) == ("TodoWrite", "completed")
@@ -202,7 +196,7 @@ def test_claude_code_compact_summaries_become_boundaries(corpus) -> None:
 
 
 def test_claude_code_sidechain_goes_into_a_child_session(store: SessionStore) -> None:
-    created = import_file(store, claude_code_file("0a725fb5"))
+    created = import_file(store, corpus_file("0a725fb5"))
     child_id = CC_SIDECHAIN + "_eb46ebab"
     assert created == [CC_SIDECHAIN, child_id]
     child = store.get_session(child_id)
@@ -221,7 +215,7 @@ def test_claude_code_sidechain_goes_into_a_child_session(store: SessionStore) ->
 
 
 def test_claude_code_image_becomes_a_file_part(store: SessionStore) -> None:
-    import_file(store, claude_code_file("6dc88126"))
+    import_file(store, corpus_file("6dc88126"))
     files = [p for m in store.messages("ses_6dc88126-2048-43a9-b5c2-b9747d5a0301") for p in m.parts if p.type == "file"]
     assert len(files) == 1 and files[0].mime == "image/png"
     assert files[0].url.startswith("data:image/png;base64,iVBOR") and len(files[0].url) == 350760 + len("data:image/png;base64,")
@@ -229,7 +223,7 @@ def test_claude_code_image_becomes_a_file_part(store: SessionStore) -> None:
 
 def test_claude_code_file_with_only_summary_lines_imports_nothing(store: SessionStore) -> None:
     before = row_counts(store)
-    assert import_file(store, claude_code_file("c001d2c0")) == []
+    assert import_file(store, corpus_file("c001d2c0")) == []
     assert row_counts(store) == before
 
 
@@ -310,7 +304,7 @@ def test_claude_code_resumed_copy_of_a_session_does_not_clash(store: SessionStor
 # -- no duplicates ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", [opencode_file("nimble-pixel"), claude_code_file("0a725fb5")], ids=["opencode", "claude-code"])
+@pytest.mark.parametrize("path", [corpus_file("nimble-pixel"), corpus_file("0a725fb5")], ids=["opencode", "claude-code"])
 def test_importing_twice_does_not_duplicate(store: SessionStore, path: Path) -> None:
     created = import_file(store, path)
     before = row_counts(store)
@@ -324,7 +318,7 @@ def test_importing_twice_does_not_duplicate(store: SessionStore, path: Path) -> 
 
 
 def _truncated(path: Path) -> bytes:
-    data = path.read_bytes()
+    data = read_bytes(path)
     return data[: len(data) // 2]
 
 
@@ -333,11 +327,11 @@ MALFORMED = {
     "blank": (lambda: b"  \n\n\t\n", "empty"),
     "binary": (lambda: bytes(range(256)) * 4, "binary"),
     "not-utf8": (lambda: b"\xff\xfe\xfa not text \x80\x81", "not UTF-8"),
-    "truncated-opencode": (lambda: _truncated(opencode_file("nimble-pixel")), "truncated"),
-    "truncated-last-line": (lambda: claude_code_file("2cba43de").read_bytes()[:-200], "line 28: invalid JSON"),
+    "truncated-opencode": (lambda: _truncated(corpus_file("nimble-pixel")), "truncated"),
+    "truncated-last-line": (lambda: read_bytes(corpus_file("2cba43de"))[:-200], "line 28: invalid JSON"),
     "broken-middle-line": (
         lambda: b"\n".join(
-            line if n != 4 else line[: len(line) // 3] for n, line in enumerate(claude_code_file("2cba43de").read_bytes().splitlines(), 1)
+            line if n != 4 else line[: len(line) // 3] for n, line in enumerate(read_bytes(corpus_file("2cba43de")).splitlines(), 1)
         ),
         "line 4: invalid JSON",
     ),
@@ -352,7 +346,7 @@ MALFORMED = {
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_malformed_input_is_refused_and_nothing_is_written(store: SessionStore, tmp_path: Path, case: str) -> None:
-    import_file(store, opencode_file("nimble-pixel"))  # something in the database to stay unchanged
+    import_file(store, corpus_file("nimble-pixel"))  # something in the database to stay unchanged
     before = row_counts(store)
     make, expected = MALFORMED[case]
     path = tmp_path / f"{case}.jsonl"
@@ -365,16 +359,16 @@ def test_malformed_input_is_refused_and_nothing_is_written(store: SessionStore, 
 
 
 def test_an_error_late_in_a_file_writes_nothing_of_it(store: SessionStore, tmp_path: Path) -> None:
-    export = json.loads(opencode_file("nimble-pixel").read_text(encoding="utf-8"))
+    export = read_export(corpus_file("nimble-pixel"))
     export["messages"][-1]["parts"][0]["type"] = "hologram"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(export), encoding="utf-8")
     before = row_counts(store)
     with pytest.raises(ImportFormatError, match=r"messages\[7\].*parts\[0\]: unsupported part type 'hologram'"):
-        import_files(store, [claude_code_file("2cba43de"), bad])  # the good file first: rolled back too
+        import_files(store, [corpus_file("2cba43de"), bad])  # the good file first: rolled back too
     assert row_counts(store) == before
 
-    entries = lines_of(claude_code_file("9dd861b1"))
+    entries = lines_of(corpus_file("9dd861b1"))
     entries[5]["timestamp"] = "yesterday"
     with pytest.raises(ImportFormatError, match="line 6: no valid ISO timestamp"):
         import_file(store, write_jsonl(tmp_path / "late.jsonl", entries))
@@ -382,14 +376,70 @@ def test_an_error_late_in_a_file_writes_nothing_of_it(store: SessionStore, tmp_p
 
 
 def test_a_refusal_by_the_store_names_the_file(store: SessionStore, tmp_path: Path) -> None:
-    import_file(store, opencode_file("nimble-pixel"))
-    export = json.loads(opencode_file("nimble-pixel").read_text(encoding="utf-8"))
+    import_file(store, corpus_file("nimble-pixel"))
+    export = read_export(corpus_file("nimble-pixel"))
     export["info"]["id"] = "ses_copy"  # a new session whose message ids are already taken
     copy = tmp_path / "copy.json"
     copy.write_text(json.dumps(export), encoding="utf-8")
     before = row_counts(store)
     with pytest.raises(ImportFormatError, match="copy.json: cannot import session ses_copy: message .* already exists"):
         import_file(store, copy)
+    assert row_counts(store) == before
+
+
+# -- gzip-compressed files ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fragment", ["nimble-pixel", "2cba43de"], ids=["opencode", "claude-code"])
+def test_a_gzip_file_imports_as_the_plain_file(store: SessionStore, tmp_path: Path, fragment: str) -> None:
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(read_bytes(corpus_file(fragment)))
+    planned = plan_document(read_document(plain))
+    compressed = tmp_path / "compressed.data"  # told from the content (the gzip magic), not from the name
+    compressed.write_bytes(gzip.compress(plain.read_bytes()))
+    for path in (compressed, corpus_file(fragment)):
+        document, expected = read_document(path), read_document(plain)
+        assert (document.name, document.format) == (str(path), expected.format)
+        assert (document.export, document.entries) == (expected.export, expected.entries)
+    assert import_file(store, compressed) == [s.id for s in planned]
+    for session in planned:
+        assert _comparable(store.messages(session.id)) == _comparable(session.history)
+    assert import_file(store, plain) == []  # the same sessions: already there
+
+
+def _gzip_corrupt(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
+
+
+CORRUPT_GZIP = {
+    "magic-only": lambda data: b"\x1f\x8b",
+    "not-deflate": lambda data: b"\x1f\x8b" + b"not a gzip stream at all" * 4,
+    "truncated": lambda data: data[: len(data) // 2],
+    "flipped-byte": lambda data: _gzip_corrupt(data, len(data) // 2),
+    "bad-crc": lambda data: _gzip_corrupt(data, len(data) - 6),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPT_GZIP))
+def test_a_corrupt_gzip_file_is_refused_and_nothing_is_written(store: SessionStore, tmp_path: Path, case: str) -> None:
+    import_file(store, corpus_file("nimble-pixel"))  # something in the database to stay unchanged
+    before = row_counts(store)
+    path = tmp_path / f"{case}.jsonl.gz"
+    path.write_bytes(CORRUPT_GZIP[case](gzip.compress(read_bytes(corpus_file("2cba43de")))))
+    for attempt in (lambda: import_file(store, path), lambda: import_files(store, [corpus_file("9dd861b1"), path])):
+        with pytest.raises(ImportFormatError, match="corrupt gzip") as caught:
+            attempt()
+        assert str(caught.value).startswith(f"{path}: ")
+        assert row_counts(store) == before
+
+
+def test_a_gzip_file_holding_no_session_is_refused_like_a_plain_one(store: SessionStore, tmp_path: Path) -> None:
+    path = tmp_path / "notes.gz"
+    path.write_bytes(gzip.compress(b"hello world\nthis is not json\n"))
+    before = row_counts(store)
+    with pytest.raises(ImportFormatError, match="invalid JSON") as caught:
+        import_file(store, path)
+    assert str(caught.value).startswith(f"{path}: ")
     assert row_counts(store) == before
 
 
@@ -409,12 +459,12 @@ def _comparable(history: list[MessageWithParts]) -> list[dict]:
 @pytest.mark.slow
 def test_every_corpus_file_imports_as_planned(corpus) -> None:
     reports = {Path(r.path).name: r for r in corpus.reports}
-    assert set(reports) == {p.name for p in ALL_FILES}
-    assert {r.format for name, r in reports.items() if name.endswith(".json")} == {"opencode"}
-    assert {r.format for name, r in reports.items() if name.endswith(".jsonl")} == {"claude-code"}
-    assert reports[claude_code_file("c001d2c0").name].created == []  # summary lines only
+    assert set(reports) == {p.name for p in all_files()}
+    assert {r.format for name, r in reports.items() if name.endswith(".json.gz")} == {"opencode"}
+    assert {r.format for name, r in reports.items() if name.endswith(".jsonl.gz")} == {"claude-code"}
+    assert reports[corpus_file("c001d2c0").name].created == []  # summary lines only
     with corpus.open() as store:
-        for path in ALL_FILES:
+        for path in all_files():
             planned = plan_document(read_document(path))
             assert reports[path.name].created == [s.id for s in planned]
             for session in planned:
@@ -426,7 +476,7 @@ def test_every_corpus_file_imports_as_planned(corpus) -> None:
 def test_corpus_row_counts(corpus) -> None:
     with corpus.open() as store:
         counts = row_counts(store)
-        opencode_ids = [json.loads(p.read_text(encoding="utf-8"))["info"]["id"] for p in OPENCODE]
+        opencode_ids = [read_export(p)["info"]["id"] for p in opencode_files()]
         opencode_messages = sum(len(store.messages(i)) for i in opencode_ids)
     assert opencode_messages == 494  # every entry of the 12 exports
     assert counts["sessions"] == 12 + 9 + 1  # 9 Claude Code files with a conversation, one with a sub-agent

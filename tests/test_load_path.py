@@ -8,17 +8,15 @@ sessions full of hostile text, on both backends.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
+from corpus_helpers import all_files
 
 from brutus import MessageWithParts, SessionStore, import_file
 from brutus.db import statements as st
 from brutus.db.convert import build_history, message_from_row, part_from_row
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
-FILES = sorted(p for p in CORPUS.glob("*/*") if p.suffix in (".json", ".jsonl"))
 HOSTILE = "nul\x00 lone\ud800 low\udfff esc\ue000 \ue0000 \ue000s0041 crlf\r\n emoji🤖 \\ue000 \\u0000"
 
 
@@ -55,7 +53,7 @@ def assert_same(loaded: list[MessageWithParts], expected: list[MessageWithParts]
 @pytest.fixture(scope="module")
 def corpus_store(tmp_path_factory: pytest.TempPathFactory) -> SessionStore:
     store = SessionStore.open(f"sqlite:///{tmp_path_factory.mktemp('load') / 'corpus.db'}")
-    for path in FILES:
+    for path in all_files():
         import_file(store, path)
     yield store
     store.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from corpus_helpers import corpus_files, load_export
+from corpus_helpers import load_export, opencode_files
 from history_builders import assistant, compaction, summary, text, tool, usage, user
 
 from brutus.errors import InvalidInput
@@ -322,7 +322,7 @@ def test_usage_after_a_summary_counts():
 
 
 def test_context_size_on_the_corpus():
-    by_slug = {path.name.split("__")[1]: path for path in corpus_files()}
+    by_slug = {path.name.split("__")[1]: path for path in opencode_files()}
     history = load_export(by_slug["nimble-pixel"])
     # the session ends with an aborted, empty assistant message (no usage): the anchor is the one before it
     assert (history[-1].info.error["name"], history[-1].info.tokens) == ("MessageAbortedError", TokenCounts())

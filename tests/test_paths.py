@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from corpus_helpers import corpus_file
 from sqlalchemy import create_engine, text
 
 from brutus import InvalidInput, NoDatabase, SchemaOutOfDate, SessionStore, make_engine
 from brutus.db import migrate
 
-CLAUDE_CODE = Path(__file__).parent / "data" / "corpus" / "claude-code"
 READERS = [
     ("sessions", "list"),
     ("show", "ses_x"),
@@ -49,9 +49,7 @@ def one_line_error(result: subprocess.CompletedProcess[str], message: str) -> No
 
 
 def small_transcript() -> Path:
-    found = sorted(CLAUDE_CODE.glob("9b92ce83*"))
-    assert found, f"the corpus copy is missing from {CLAUDE_CODE}"
-    return found[0]
+    return corpus_file("9b92ce83")
 
 
 @pytest.mark.parametrize("command", READERS, ids=[" ".join(c) for c in READERS])
@@ -171,9 +169,8 @@ def test_debug_prints_the_traceback_of_a_user_error(tmp_path: Path) -> None:
 
 def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
-    big = sorted(CLAUDE_CODE.glob("2cba43de*"))
-    assert big, f"the corpus copy is missing from {CLAUDE_CODE}"
-    session_id = json.loads(run("import", str(big[0]), "--db", str(db), "--json").stdout)["created"][0]
+    big = corpus_file("2cba43de")
+    session_id = json.loads(run("import", str(big), "--db", str(db), "--json").stdout)["created"][0]
     env = dict(os.environ)
     env.pop("BRUTUS_DEBUG", None)
     reader = subprocess.Popen([sys.executable, "-m", "brutus", "show", session_id, "--full", "--json", "--db", str(db)],

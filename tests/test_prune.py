@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from history_builders import assistant, compaction, summary, text, tool, user
-from corpus_helpers import corpus_files, load_export
+from corpus_helpers import load_export, opencode_files
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -402,7 +402,7 @@ def test_prune_matches_the_seed_port(history, protect, minimum, turns):
 SMALL = CompactionConfig(prune_protect=4_000, prune_minimum=1_000)
 
 
-@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name.split("__")[1])
+@pytest.mark.parametrize("path", opencode_files(), ids=lambda p: p.name.split("__")[1])
 def test_prune_on_the_corpus_matches_the_seed_port(path):
     for config in (CompactionConfig(), SMALL):
         history = load_export(path)
@@ -414,7 +414,7 @@ def test_prune_on_the_corpus_matches_the_seed_port(path):
 
 
 def test_prune_on_the_corpus_exact_numbers():
-    by_slug = {path.name.split("__")[1]: path for path in corpus_files()}
+    by_slug = {path.name.split("__")[1]: path for path in opencode_files()}
     # quick-falcon: the largest session; 50,698 tokens of outputs scanned, 10,698 above the 40,000 line
     assert prune(load_export(by_slug["quick-falcon"]), now=NOW) == PruneResult(pruned=0, total=50_698, parts=[])
     # curious-sailor: its summary is inside the two protected turns, so the scan goes on past it and stops

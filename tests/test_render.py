@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from corpus_helpers import corpus_files, load_export
+from corpus_helpers import corpus_file, load_export, opencode_files
 from history_builders import assistant, compaction, summary, text, tool, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -569,7 +569,7 @@ CORPUS_MESSAGES = {
 }
 
 
-@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name.split("__")[1])
+@pytest.mark.parametrize("path", opencode_files(), ids=lambda p: p.name.split("__")[1])
 def test_every_corpus_session_renders_valid(path):
     history = load_export(path)
     body = render(history, system="You are a coding agent.")
@@ -591,8 +591,7 @@ def _cleared(body):
 
 
 def test_the_corpus_compaction_renders_as_question_and_summary():
-    (path,) = [p for p in corpus_files() if "curious-sailor" in p.name]
-    body = render(filter_compacted(load_export(path)))
+    body = render(filter_compacted(load_export(corpus_file("curious-sailor"))))
     assert [m["role"] for m in body["messages"]] == ["user", "assistant"]
     assert body["messages"][0]["content"] == [T("What did we do so far?")]
     (summary_block,) = body["messages"][1]["content"]
@@ -601,7 +600,7 @@ def test_the_corpus_compaction_renders_as_question_and_summary():
 
 def test_the_corpus_running_tool_renders_interrupted():
     results = []
-    for path in corpus_files():
+    for path in opencode_files():
         history = load_export(path)
         parts = [p for m in history for p in m.parts if isinstance(p, ToolPart)]
         running = [p.call_id for p in parts if p.state.status == "running"]

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from corpus_helpers import corpus_file
 
 from brutus.db.check_ops import check_database
 from brutus.db.stats_ops import session_stats
@@ -23,17 +24,6 @@ from brutus.replay import ReplayReport, load_recording, replay, replay_file, rep
 from brutus.replay_meter import RecordedCalls, Usage, measure_view
 from brutus.store import SessionStore
 from brutus.summarizers import ExtractiveSummarizer, Summary
-
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-if not CORPUS.exists():
-    CORPUS = Path("/work/shared/corpus")
-
-
-def corpus_file(name: str) -> Path:
-    found = sorted(CORPUS.glob(f"*/*{name}*"))
-    assert found, f"no corpus file named like {name}"
-    return found[0]
-
 
 def run(*args: str, code: str | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)

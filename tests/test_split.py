@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from corpus_helpers import corpus_files, load_export
+from corpus_helpers import load_export, opencode_files
 from history_builders import assistant, compaction, text, tool, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -171,7 +171,7 @@ CORPUS_SPLITS = {  # split_point at budgets 100,000 / 20,000 / 5,000 / 1,000
 }
 
 
-@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name.split("__")[1])
+@pytest.mark.parametrize("path", opencode_files(), ids=lambda p: p.name.split("__")[1])
 def test_split_point_on_the_corpus(path):
     history = load_export(path)
     splits = [split_point(history, budget) for budget in (100_000, 20_000, 5_000, 1_000)]

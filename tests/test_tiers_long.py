@@ -5,7 +5,7 @@ the newest 20 messages stays bounded however many turns came before."""
 from __future__ import annotations
 
 import pytest
-from corpus_helpers import corpus_files, load_export
+from corpus_helpers import load_export, opencode_files
 from tier_sessions import generated_session, replay
 
 from brutus.history import filter_compacted
@@ -48,7 +48,7 @@ def test_200_turns_end_with_goal_batches_in_front_and_a_valid_view(two_hundred_t
 
 
 def _longest(count: int):
-    return sorted(corpus_files(), key=lambda path: len(load_export(path)), reverse=True)[:count]
+    return sorted(opencode_files(), key=lambda path: len(load_export(path)), reverse=True)[:count]
 
 
 CORPUS_BUDGET = 50_000
@@ -64,7 +64,7 @@ def test_the_longest_corpus_sessions_stay_under_a_fixed_budget(path):
 
 
 def test_the_whole_corpus_back_to_back_has_no_floor():
-    history = [message for path in corpus_files() for message in load_export(path)]
+    history = [message for path in opencode_files() for message in load_export(path)]
     run = replay(history, TierConfig(), prepare=filter_compacted)
     assert max(run.plain_tokens) > 4 * CORPUS_BUDGET  # 288K without the tiers
     assert max(run.tiered_tokens) <= 60_000  # the threshold (50K) plus what arrives before the next run

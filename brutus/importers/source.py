@@ -2,6 +2,9 @@
 
 Rules:
 
+- A gzip-compressed file (its bytes start with the gzip magic ``1f 8b``) is decompressed first, whatever its
+  name; a corrupt or truncated one is refused with ``ImportFormatError`` naming the file. The rules below
+  apply to what it holds.
 - The bytes must be UTF-8 text (a leading BOM is allowed) without NUL bytes; an empty or blank file, binary
   data, text that is not JSON, and JSON of another shape are refused with ``ImportFormatError`` naming the
   file, and the line or position at fault.
@@ -15,7 +18,9 @@ Rules:
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +33,7 @@ Format = Literal["opencode", "claude-code"]
 Entry = tuple[int, dict[str, Any]]  # (line number, the line's object)
 
 _CLAUDE_CODE_KEYS = ("uuid", "sessionId", "leafUuid")
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass(frozen=True)
@@ -44,12 +50,24 @@ class Document:
 
 
 def read_document(path: str | Path) -> Document:
-    """Read and parse the file at ``path`` (``ImportFormatError`` when it cannot be imported)."""
+    """Read and parse the file at ``path``, decompressing it first when it is gzip-compressed
+    (``ImportFormatError`` when it cannot be imported)."""
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise ImportFormatError(f"{path}: cannot read the file: {exc.strerror or exc}") from None
+    if data.startswith(_GZIP_MAGIC):
+        data = _gunzip(data, str(path))
     return parse_document(data, name=str(path))
+
+
+def _gunzip(data: bytes, name: str) -> bytes:
+    try:
+        return gzip.decompress(data)
+    except EOFError:
+        raise ImportFormatError(f"{name}: a corrupt gzip file, cannot decompress it: it ends early (truncated?)") from None
+    except (OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        raise ImportFormatError(f"{name}: a corrupt gzip file, cannot decompress it: {exc}") from None
 
 
 def detect_format(data: bytes | str | Path) -> Format:
