@@ -11,10 +11,12 @@ Rules:
   last call's recorded usage re-based on the replayed messages (``brutus.replay_meter``), since the recorded
   usage measured the original, unlimited context. Until the replay prunes or compacts, that is exactly the
   recorded figure.
-- After each assistant message, when ``is_overflow`` says so (or ``TokenBudget.should_compact``, above 0.80
-  of the context), it prunes; when the view is still over, it compacts with trigger ``auto``. A
-  ``CompactionStalled``, or a compaction that leaves the view over the limit, is recorded, and no compaction
-  is tried again before the next user turn: never a compaction loop.
+- After each assistant message it asks the live agents' context policy what to do (``brutus.live.policy``:
+  ``plan_request`` with a ``ContextPolicy``, default ``prune="on-compaction"``): above the threshold
+  (``compact_at`` of the usable context) it compacts with trigger ``auto`` (pruning first under
+  ``after-turn`` / ``cold-cache``, compacting only when that was not enough); under ``after-turn`` it also
+  prunes after each ended turn. A ``CompactionStalled``, or a compaction that leaves the view over the
+  threshold, is recorded, and no compaction is tried again before the next user turn: never a loop.
 - ``replay_limits``: the session's model's limits, or ``context_limit`` tokens with the output reserve cut to
   a quarter of them. ``replay_config`` scales prune's thresholds to the room the messages have.
 """
@@ -29,7 +31,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .compaction.plan import ENDED
 from .errors import CompactionStalled, InvalidInput
+from .live.policy import ContextPolicy, Plan, plan_request, threshold
 from .models import (
     CompactionConfig,
     CompactionPart,
@@ -41,7 +45,7 @@ from .models import (
     ToolPart,
     ToolState,
 )
-from .overflow import DEFAULT_MODEL_LIMITS, OUTPUT_TOKEN_MAX, TokenBudget, is_overflow, model_limits
+from .overflow import DEFAULT_MODEL_LIMITS, OUTPUT_TOKEN_MAX, model_limits
 from .replay_meter import RecordedCalls, Usage, measure_view
 from .store import SessionStore
 
@@ -118,7 +122,8 @@ class ReplayReport(_Model):
     model: str | None = None
     limits: ModelLimits
     usable_tokens: int  # is_overflow's threshold: above it, the next call would not fit
-    compact_at: int  # the first of is_overflow's and should_compact's thresholds
+    compact_at: int  # the policy's threshold (its compact_at share of the usable tokens)
+    policy: str = "on-compaction"  # the ContextPolicy's prune mode
     prune_protect: int
     prune_minimum: int
     summarizer: str
@@ -175,10 +180,6 @@ def replay_config(limits: ModelLimits, fixed_tokens: int = 0) -> CompactionConfi
 
 def _usable(limits: ModelLimits) -> int:
     return limits.input or limits.context - min(limits.output or OUTPUT_TOKEN_MAX, OUTPUT_TOKEN_MAX)
-
-
-def _over(tokens: int, limits: ModelLimits) -> bool:
-    return is_overflow(TokenCounts(input=tokens), limits) or TokenBudget(limits.context, tokens).should_compact
 
 
 # -- writing as a live agent ----------------------------------------------------------------------------------
@@ -255,6 +256,7 @@ class _Run:
     summarizer: Any
     report: ReplayReport
     recorded: RecordedCalls
+    policy: ContextPolicy
     usage: dict[str, Usage] = field(default_factory=dict)  # replayed message id -> its recorded call
     ids: dict[str, str] = field(default_factory=dict)  # recorded message id -> replayed message id
     turns: int = 0
@@ -274,8 +276,16 @@ class _Run:
             self.turns += 1
         tokens, count = self.measure()
         after, action = tokens, None
-        if entry.info.role == "assistant" and self.limits.context and _over(tokens, self.limits):
-            after, action = self.relieve(index + 1, tokens)
+        if entry.info.role == "assistant" and self.limits.context:
+            plan = plan_request(
+                self.policy,
+                tokens=tokens,
+                limits=self.limits,
+                blocked=self.turns <= self.blocked_turn,
+                turn_ended=entry.info.finish in ENDED,
+            )
+            if plan.prune or plan.compact:
+                after, action = self.relieve(index + 1, tokens, plan)
             if action:
                 count = self.measure()[1]
         return ReplayPoint(
@@ -289,12 +299,17 @@ class _Run:
             action=action,
         )
 
-    def relieve(self, step: int, tokens: int) -> tuple[int, Action | None]:
-        """Prune, then compact when pruning was not enough; the view after, and what was done."""
+    def over(self, tokens: int) -> bool:
+        return tokens > threshold(self.limits, self.policy)
+
+    def relieve(self, step: int, tokens: int, plan: Plan) -> tuple[int, Action | None]:
+        """Run the policy's plan (prune, compact, or prune then compact when still over); the view after, and
+        what was done."""
         done: list[str] = []
         config = self.config or replay_config(self.limits, self.recorded.fixed or 0)
-        pruned = self.store.prune(self.session_id, config)
-        if pruned.pruned:
+        config = config.model_copy(update={"prune": self.policy.prune != "off", "tail_tokens": self.policy.tail_tokens})
+        pruned = self.store.prune(self.session_id, config) if plan.prune else None
+        if pruned is not None and pruned.pruned:
             after = self.measure()[0]
             prune = ReplayPrune(
                 step=step, pruned_tokens=pruned.pruned, parts=len(pruned.parts), view_before=tokens, view_after=after
@@ -302,7 +317,7 @@ class _Run:
             self.report.prunes.append(prune)
             tokens = after
             done.append("prune")
-        if not _over(tokens, self.limits) or self.turns <= self.blocked_turn:
+        if plan.compact is None or (plan.compact_if_still_over and not self.over(tokens)):
             return tokens, _action(done)
         try:
             result = self.store.compact(self.session_id, self.summarizer, trigger="auto", config=config)
@@ -325,8 +340,8 @@ class _Run:
                 summary_model=result.summary_message.info.model_id,
             )
         )
-        if _over(after, self.limits):
-            reason = f"the view is still {after} tokens after compacting, over the limit: the rest cannot be compacted"
+        if self.over(after):
+            reason = f"the view is still {after} tokens after compacting, over the threshold: the rest cannot be compacted"
             self.report.stalls.append(ReplayStall(step=step, reason=reason))
             self.blocked_turn = self.turns
         return after, _action([*done, "compact"])
@@ -348,10 +363,11 @@ def replay(
     directory: str | None = None,
     source: str | None = None,
     on_step: OnStep | None = None,
+    policy: ContextPolicy | None = None,
 ) -> ReplayReport:
     """Replay ``history`` into a new session of ``store`` under ``limits`` (default: ``replay_limits``) with
-    ``summarizer`` (default: ``default_summarizer()``) and prune ``config`` (default: ``replay_config``);
-    ``on_step(point, total)`` is called after every message."""
+    ``summarizer`` (default: ``default_summarizer()``), prune ``config`` (default: ``replay_config``) and the
+    context ``policy`` (default: ``ContextPolicy()``); ``on_step(point, total)`` is called after every message."""
     from .summarizers import default_summarizer
 
     if not history:
@@ -360,6 +376,7 @@ def replay(
     if limits is None:
         model, limits = replay_limits(history, model=model)
     summarizer = summarizer or default_summarizer()
+    policy = policy or ContextPolicy()
     session = store.create_session(title=f"replay: {title}" if title else "replay", directory=directory)
     usable = _usable(limits) if limits.context else 0
     report = ReplayReport(
@@ -369,7 +386,8 @@ def replay(
         model=model,
         limits=limits,
         usable_tokens=usable,
-        compact_at=min(usable, int(limits.context * 0.8)),
+        compact_at=threshold(limits, policy),
+        policy=policy.prune,
         prune_protect=0,
         prune_minimum=0,
         summarizer=getattr(summarizer, "model", None) or type(summarizer).__name__,
@@ -378,7 +396,7 @@ def replay(
         fixed_tokens=0,
         token_ratio=1.0,
     )
-    run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history))
+    run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history), policy)
     for index, entry in enumerate(history):
         point = run.step(index, entry)
         report.curve.append(point)
@@ -423,6 +441,7 @@ def replay_file(
     model: str | None = None,
     summarizer: Any = None,
     on_step: OnStep | None = None,
+    policy: ContextPolicy | None = None,
 ) -> ReplayReport:
     """Replay the recorded session in ``path`` under ``replay_limits(context_limit=…, model=…)``."""
     recording = load_recording(path)
@@ -437,4 +456,5 @@ def replay_file(
         directory=recording.directory,
         source=str(path),
         on_step=on_step,
+        policy=policy,
     )

@@ -177,14 +177,14 @@ def test_replay_command(store_url: str, tmp_path: Path) -> None:
     result = run("replay", path, "--context-limit", "36000", "--db", store_url, "--json")
     assert result.returncode == 0, result.stderr
     report = ReplayReport.model_validate(json.loads(result.stdout))
-    assert report.steps == 23 and report.prunes and report.compactions
+    assert report.steps == 23 and not report.prunes and report.compactions  # on-compaction: prune only inside
     assert run("check", "--db", store_url).returncode == 0
     view = json.loads(run("show", report.session_id, "--db", store_url, "--json").stdout)
     assert view[0]["parts"][0]["type"] == "compaction"
 
-    people = run("replay", path, "--context-limit", "36000", "--db", store_url)
+    people = run("replay", path, "--context-limit", "36000", "--policy", "after-turn", "--db", store_url)
     assert people.returncode == 0, people.stderr
-    for fragment in ("replayed", "Prunes", "Compactions", "36.0K ┤───", "peak view", "prune / compact above 27,000"):
+    for fragment in ("replayed", "Compactions", "36.0K ┤───", "peak view", "policy after-turn, relieved above 21,600"):
         assert fragment in people.stdout
     listed = json.loads(run("sessions", "list", "--db", store_url, "--json").stdout)
     assert len(listed) == 2 and all(s["title"].startswith("replay: ") for s in listed)
@@ -223,3 +223,22 @@ def test_replay_errors_are_one_line(args: tuple[str, ...], message: str, tmp_pat
     result = run(*args, "--db", f"sqlite:///{tmp_path / 'e.db'}")
     assert result.returncode != 0 and message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("mode", ["on-compaction", "after-turn", "off"])
+def test_replay_runs_the_live_policy(store: SessionStore, mode: str) -> None:
+    """Replay asks ``plan_request`` what to do, as ``Conversation`` does: ``off`` never prunes, not even in a
+    compaction; every compaction starts above the policy's threshold; one compaction per user turn at most."""
+    from brutus import ContextPolicy
+    from brutus.live.policy import threshold
+
+    report = replay_file(store, corpus_file("kind-meadow"), context_limit=40_000, summarizer=ExtractiveSummarizer(),
+                         policy=ContextPolicy(prune=mode))
+    assert report.policy == mode and report.compact_at == threshold(report.limits, ContextPolicy(prune=mode))
+    assert report.compactions and all(c.view_before > report.compact_at for c in report.compactions)
+    if mode == "off":
+        assert not report.prunes and all(c.pruned_tokens == 0 for c in report.compactions)
+    if mode == "on-compaction":
+        assert not report.prunes
+    turns = [turn_of(report, c.step) for c in report.compactions]
+    assert len(turns) == len(set(turns)) or mode != "off"

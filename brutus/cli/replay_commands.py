@@ -21,15 +21,19 @@ def register(cli: click.Group) -> None:
 @click.option("--context-limit", type=click.IntRange(min=1), default=None, metavar="N",
               help="Replay under a context of N tokens (default: the session's model's limit).")
 @click.option("--model", default=None, metavar="M", help="Take the limits of model M (default: the session's model).")
+@click.option("--policy", type=click.Choice(["on-compaction", "after-turn", "off", "cold-cache"]), default="on-compaction",
+              show_default=True, help="When to prune: with each compaction, after each turn, never, or once the cache is cold.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE.png",
               help="Also draw the context curve into a PNG (needs matplotlib: pip install 'brutus[plot]').")
 @db_option
 @json_option
-def replay(file: Path, context_limit: int | None, model: str | None, plot: Path | None, db: str | None,
+def replay(file: Path, context_limit: int | None, model: str | None, policy: str, plot: Path | None, db: str | None,
            as_json: bool) -> None:
     """Replay a recorded session (OpenCode export JSON or Claude Code JSONL) through the store as a live agent
     would: message by message, tools pending → running → done, under the model's context limit, pruning and
-    compacting when it overflows. Prints the prunes, the compactions and the context curve."""
+    compacting by the context policy a live Conversation runs. Prints the prunes, the compactions and the
+    context curve."""
+    from ..live import ContextPolicy
     from ..replay import load_recording, replay as run_replay, replay_limits
     from ..summarizers import default_summarizer
     from .chart import require_matplotlib, write_png
@@ -52,6 +56,7 @@ def replay(file: Path, context_limit: int | None, model: str | None, plot: Path 
                 directory=recording.directory,
                 source=str(file),
                 on_step=on_step,
+                policy=ContextPolicy(prune=policy),
             )
     finally:
         store.close()

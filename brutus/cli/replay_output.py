@@ -59,7 +59,7 @@ def print_report(report: ReplayReport) -> None:
     if limits.context:
         out.print(
             f"model {escape(report.model or 'unknown')}; limit {limits.context:,} tokens (output reserve "
-            f"{limits.output:,}, usable {report.usable_tokens:,}); prune / compact above {report.compact_at:,}; "
+            f"{limits.output:,}, usable {report.usable_tokens:,}); policy {report.policy}, relieved above {report.compact_at:,}; "
             f"summaries by {escape(report.summarizer)}"
         )
     else:
