@@ -315,3 +315,33 @@ def test_a_compaction_that_does_not_help_is_not_retried_before_the_next_turn(sto
     conv.request()
     assert not conv.last.compacted
     assert [c.status for c in store.compactions(conv.session_id)].count("completed") <= 2
+
+
+def test_a_server_compaction_block_starts_the_next_requests(store: SessionStore) -> None:
+    """The API compacted at a threshold: the response opens with a signed compaction block. It is recorded
+    whole, and later requests start at it (nothing before it is sent), byte-identical, thinking included."""
+    edits = {"context_management": {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 50_000}}]},
+             "betas": ["compact-2026-01-12"]}
+    conv = conversation(store, thinking=THINKING, extra=edits)
+    script = [Reply([{"type": "thinking", "thinking": f"t{i}"}, {"type": "tool_use", "id": f"toolu_{i}", "name": "bash", "input": {}}]) for i in range(8)]
+    script.append(Reply([{"type": "thinking", "thinking": "end"}, {"type": "text", "text": "Done."}]))
+    with FakeMessagesAPI(script, context_window=200_000) as api:
+        sdk = client(api)
+        conv.user("go")
+        compacted_at = None
+        for step in range(9):
+            message = sdk.beta.messages.create(**conv.request())
+            conv.record(message)
+            if message.content[0].type == "compaction" and compacted_at is None:
+                compacted_at = step
+            calls = conv.pending_calls()
+            if calls:
+                conv.tool_results([{"tool_use_id": c["id"], "content": "v" * 60_000} for c in calls])
+        records = api.requests
+    assert all(r.accepted for r in records), [r.error for r in records if not r.accepted]
+    assert compacted_at is not None
+    block = records[compacted_at].response["content"][0]
+    after = records[compacted_at + 1].body["messages"]
+    assert without_cache_control(after[0]["content"][0]) == block  # sent back first, as produced
+    assert len(after) < len(records[compacted_at].body["messages"])
+    assert api.stats.thinking_blocks_dropped == 0

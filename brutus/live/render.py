@@ -21,6 +21,9 @@ Rules:
   its last assistant message, so a mismatch there always asks for ``drop_block`` instead of stripping.
 - ``first_change`` is the first message that differs from the previous render's (None on the first render
   and when the previous request is a prefix of this one: nothing was edited, only appended).
+- A recorded response that opens with a ``compaction`` block (the API compacted at a threshold) is where the
+  request starts: the API reads from that block on, so nothing before it is sent, and the thinking after it
+  is bound from there.
 - Prompt caching: at most three breakpoints, the end of system (or of the tools when there is no system),
   the newest summary in the view, and the conversation's end (the top-level ``cache_control``), each with
   the policy's TTL.
@@ -148,11 +151,26 @@ def _assemble(view: Sequence[MessageWithParts]) -> tuple[list[dict[str, Any]], d
             recorded.setdefault(len(turns) - 1, record)
         _append(turns, "assistant", blocks)
         _append(turns, "user", results)
-    if turns and turns[0]["role"] == "assistant":
+    start = _server_boundary(turns, recorded)
+    if start:  # the API reads from the newest compaction block on: what is before it is not sent
+        turns = turns[start:]
+        recorded = {i - start: r for i, r in recorded.items() if i >= start}
+        summary_index = None if summary_index is None or summary_index < start else summary_index - start
+    elif turns and turns[0]["role"] == "assistant":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": PLACEHOLDER_USER_TEXT}]})
         recorded = {i + 1: r for i, r in recorded.items()}
         summary_index = None if summary_index is None else summary_index + 1
     return turns, recorded, summary_index
+
+
+def _server_boundary(turns: list[dict[str, Any]], recorded: dict[int, dict[str, Any]]) -> int:
+    """The index of the newest recorded response that opens with a ``compaction`` block (server-side
+    compaction at a threshold), else 0."""
+    for index in sorted(recorded, reverse=True):
+        content = turns[index]["content"]
+        if content and content[0].get("type") == "compaction":
+            return index
+    return 0
 
 
 def _thinking_paths(messages: list[dict[str, Any]], index: int) -> list[str]:
@@ -181,7 +199,8 @@ def render_messages(
         digest = running.hexdigest()
         prefixes.append(digest)
         record = recorded.get(index)
-        if record is not None and record.get("prefix") not in (None, digest):
+        restarts = message["content"] and message["content"][0].get("type") == "compaction"  # its thinking binds from there
+        if record is not None and not restarts and record.get("prefix") not in (None, digest):
             invalid.append(index)
         running.update(canonical(without_cache_control(message)))
     prefixes.append(running.hexdigest())
