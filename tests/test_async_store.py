@@ -40,6 +40,7 @@ from brutus import (
     TokenCounts,
 )
 from brutus.db.async_engine import make_async_engine, sync_url
+from brutus.db import migrate
 from brutus.db.engine import WRITE, make_engine
 from brutus.db.tables import Base
 
@@ -578,7 +579,9 @@ async def test_a_waiting_append_does_not_block_the_loop(astore: AsyncSessionStor
 
 
 async def test_opening_while_another_process_migrates_does_not_block_the_loop(db_url: str) -> None:
-    SessionStore.open(db_url).close()  # the schema exists, so the holder's lock is the only wait
+    engine = make_engine(db_url)  # one revision behind head: opening must upgrade, so it waits for the holder's
+    migrate.upgrade(engine, "0001")  # lock (a database already at head is opened without taking any lock)
+    engine.dispose()
     holder = LockHolder(db_url)
     store, took, longest = await run_with_heartbeat(AsyncSessionStore.open(db_url), holder, HOLD)
     await store.close()
@@ -763,7 +766,8 @@ async def test_sqlite_connections_are_set_up_as_the_sync_engines(tmp_path) -> No
     ],
 )
 def test_urls_map_to_the_async_drivers(url: str, driver: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)  # a SQLite URL's directory is made when the engine is
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plain").mkdir()  # a path is not a wish: a SQLite file's directory must exist
     engine = make_async_engine(url)
     assert engine.url.drivername == driver
     assert make_url(sync_url(url)).drivername == driver.replace("+aiosqlite", "")
