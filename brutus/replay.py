@@ -41,7 +41,6 @@ from .models import (
     MessageWithParts,
     ModelLimits,
     Role,
-    TokenCounts,
     ToolPart,
     ToolState,
 )

@@ -4,7 +4,6 @@ Messages API under the real SDK client."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import anthropic

@@ -1,7 +1,6 @@
 """``AsyncConversation``: ``Conversation`` over an ``AsyncSessionStore``, for ``anthropic.AsyncAnthropic``.
 
-Every method is ``Conversation``'s, awaitable, with the same rules: ``core.py`` (what is stored), ``render.py``
-(what is sent) and ``policy.py`` (when it prunes and compacts).
+Every method is ``Conversation``'s, awaitable, running the same flows (``flows.py``).
 """
 
 from __future__ import annotations
@@ -9,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CompactionStalled
 from ..models import Message, MessageWithParts
-from .core import ConversationState, RequestStats, is_prompt_too_long
+from . import flows
+from .core import ConversationState, RequestStats
 
 if TYPE_CHECKING:
     from ..async_store import AsyncSessionStore
@@ -40,63 +39,22 @@ class AsyncConversation:
 
     async def user(self, content: str | list[dict[str, Any]]) -> Message:
         """Store a user turn (a string or Anthropic content blocks)."""
-        return (await self.store.append_messages(self.session_id, [self.state.user_message(content)]))[0].info
+        return await self._run(flows.user(self.state, content))
 
     async def request(self) -> dict[str, Any]:
         """The policy first (pending / reactive / threshold compaction, prune as configured), then the
         keyword arguments for ``client.beta.messages.create``."""
-        state = self.state
-        state.last = RequestStats()
-        view = await self.view()
-        pending = any(c.status == "pending" for c in await self.store.compactions(self.session_id))
-        plan = state.plan(view, pending=pending, now=self.store.clock())
-        if plan.prune:
-            state.last.pruned = (await self.store.prune(self.session_id, state.policy.compaction_config())).pruned
-            if state.last.pruned:
-                view = await self.view()
-        if plan.compact and (not plan.compact_if_still_over or state.still_over(view)):
-            view = await self._compact(view, plan.compact)
-        rendered, kwargs = state.render(view)
-        if state.needs_continue(rendered):  # a view ending with the assistant: the turn goes on from a user message
-            await self.store.append_messages(self.session_id, [state.continue_message()])
-            rendered, kwargs = state.render(await self.view())
-        return kwargs
-
-    async def _compact(self, view: list[MessageWithParts], trigger: str) -> list[MessageWithParts]:
-        state = self.state
-        state.overflow = False
-        try:
-            await self.store.compact(self.session_id, state.summarizer, trigger=trigger, config=state.policy.compaction_config())
-        except CompactionStalled as exc:
-            state.block(view, str(exc))
-            return view
-        state.last.compacted = True
-        view = await self.view()
-        if state.still_over(view):
-            state.block(view, "the context is still over the threshold after compacting")
-        return view
+        return await self._run(flows.request(self.state, self.store.clock()))
 
     async def record(self, response: Any) -> Message:
         """Store a response (an SDK ``Message`` / ``BetaMessage`` or its dict) whole, in one transaction."""
-        view = await self.view()
-        parent = next((m.info.id for m in reversed(view) if m.info.role == "user"), None)
-        item = self.state.assistant_message(response, parent, self.store.clock())
-        return (await self.store.append_messages(self.session_id, [item]))[0].info
+        return await self._run(flows.record(self.state, response, self.store.clock()))
 
     async def tool_results(self, results: Sequence[Mapping[str, Any]]) -> Message:
         """Complete the newest response's tool calls: ``[{"tool_use_id", "content", "is_error"}]``, content a
         string or content blocks. All of them in one transaction; a result that answers no open call writes
         nothing."""
-        message_id, updates = self.state.tool_updates(await self.view(), results)
-        async with self.store.batch():
-            for part_id, result in updates:
-                metadata = {"anthropic": {"tool_result": result.block}}
-                if result.is_error:
-                    await self.store.update_tool(part_id, status="error", error=result.output, metadata=metadata)
-                else:
-                    await self.store.update_tool(part_id, status="running")
-                    await self.store.update_tool(part_id, status="completed", output=result.output, metadata=metadata)
-        return next(m.info for m in reversed(await self.view()) if m.info.id == message_id)
+        return await self._run(flows.tool_results(self.state, results))
 
     async def pending_calls(self) -> list[dict[str, Any]]:
         """The newest response's ``tool_use`` blocks still waiting for results (what a resumed agent runs)."""
@@ -105,9 +63,36 @@ class AsyncConversation:
     async def recover(self, error: BaseException) -> bool:
         """After the provider refused the prompt as too long: compact (trigger ``overflow``) and return True
         to send ``request()`` again; False when it cannot help (another error, or a compaction that stalled)."""
-        if not is_prompt_too_long(error):
-            return False
-        view = await self.view()
-        self.state.last = RequestStats()
-        await self._compact(view, "overflow")
-        return self.state.last.compacted
+        return await self._run(flows.recover(self.state, error))
+
+    async def _run(self, flow: flows.Flow) -> Any:
+        """Run a flow's store actions, sending each outcome (or error) back into it."""
+        try:
+            action = next(flow)
+            while True:
+                try:
+                    outcome = await self._do(action)
+                except Exception as exc:  # noqa: BLE001  the flow decides what it handles
+                    action = flow.throw(exc)
+                else:
+                    action = flow.send(outcome)
+        except StopIteration as stop:
+            return stop.value
+
+    async def _do(self, action: Any) -> Any:
+        store, session_id = self.store, self.session_id
+        if isinstance(action, flows.Load):
+            return await store.filter_compacted(session_id)
+        if isinstance(action, flows.Compactions):
+            return await store.compactions(session_id)
+        if isinstance(action, flows.Prune):
+            return await store.prune(session_id, action.config)
+        if isinstance(action, flows.Compact):
+            return await store.compact(session_id, self.state.summarizer, trigger=action.trigger, config=action.config)
+        if isinstance(action, flows.Append):
+            return await store.append_messages(session_id, action.items)
+        assert isinstance(action, flows.Updates)
+        async with store.batch():
+            for part_id, fields in action.calls:
+                await store.update_tool(part_id, **fields)
+        return None

@@ -2,7 +2,7 @@
 
 ::
 
-    conv = store.conversation(session.id, model="claude-sonnet-4-5", system="You are a coding agent.", tools=TOOLS)
+    conv = store.conversation(session.id, model="claude-opus-4-6", system="You are a coding agent.", tools=TOOLS)
     conv.user("Why does test_sync fail?")
     while True:
         try:
@@ -12,12 +12,13 @@
                 continue
             raise
         conv.record(response)
-        if response.stop_reason != "tool_use":
+        if not (calls := conv.pending_calls()):
             break
-        conv.tool_results([run(call) for call in conv.pending_calls()])
+        conv.tool_results([run(call) for call in calls])
 
-The rules are in ``core.py`` (what is stored), ``render.py`` (what is sent) and ``policy.py`` (when it
-prunes and compacts). ``AsyncConversation`` is the same over ``AsyncSessionStore``.
+The rules are in ``core.py`` (what is stored), ``render.py`` (what is sent), ``policy.py`` (when it prunes
+and compacts) and ``flows.py`` (the order of each call's steps, which this class runs on its store).
+``AsyncConversation`` is the same over ``AsyncSessionStore``.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CompactionStalled
 from ..models import Message, MessageWithParts
-from .core import ConversationState, RequestStats, is_prompt_too_long
+from . import flows
+from .core import ConversationState, RequestStats
 
 if TYPE_CHECKING:
     from ..store import SessionStore
@@ -57,63 +58,22 @@ class Conversation:
 
     def user(self, content: str | list[dict[str, Any]]) -> Message:
         """Store a user turn (a string or Anthropic content blocks)."""
-        return self.store.append_messages(self.session_id, [self.state.user_message(content)])[0].info
+        return self._run(flows.user(self.state, content))
 
     def request(self) -> dict[str, Any]:
         """The policy first (pending / reactive / threshold compaction, prune as configured), then the
         keyword arguments for ``client.beta.messages.create``."""
-        state = self.state
-        state.last = RequestStats()
-        view = self.view()
-        pending = any(c.status == "pending" for c in self.store.compactions(self.session_id))
-        plan = state.plan(view, pending=pending, now=self.store.clock())
-        if plan.prune:
-            state.last.pruned = self.store.prune(self.session_id, state.policy.compaction_config()).pruned
-            if state.last.pruned:
-                view = self.view()
-        if plan.compact and (not plan.compact_if_still_over or state.still_over(view)):
-            view = self._compact(view, plan.compact)
-        rendered, kwargs = state.render(view)
-        if state.needs_continue(rendered):  # a view ending with the assistant: the turn goes on from a user message
-            self.store.append_messages(self.session_id, [state.continue_message()])
-            rendered, kwargs = state.render(self.view())
-        return kwargs
-
-    def _compact(self, view: list[MessageWithParts], trigger: str) -> list[MessageWithParts]:
-        state = self.state
-        state.overflow = False
-        try:
-            self.store.compact(self.session_id, state.summarizer, trigger=trigger, config=state.policy.compaction_config())
-        except CompactionStalled as exc:
-            state.block(view, str(exc))
-            return view
-        state.last.compacted = True
-        view = self.view()
-        if state.still_over(view):
-            state.block(view, "the context is still over the threshold after compacting")
-        return view
+        return self._run(flows.request(self.state, self.store.clock()))
 
     def record(self, response: Any) -> Message:
         """Store a response (an SDK ``Message`` / ``BetaMessage`` or its dict) whole, in one transaction."""
-        view = self.view()
-        parent = next((m.info.id for m in reversed(view) if m.info.role == "user"), None)
-        item = self.state.assistant_message(response, parent, self.store.clock())
-        return self.store.append_messages(self.session_id, [item])[0].info
+        return self._run(flows.record(self.state, response, self.store.clock()))
 
     def tool_results(self, results: Sequence[Mapping[str, Any]]) -> Message:
         """Complete the newest response's tool calls: ``[{"tool_use_id", "content", "is_error"}]``, content a
         string or content blocks. All of them in one transaction; a result that answers no open call writes
         nothing."""
-        message_id, updates = self.state.tool_updates(self.view(), results)
-        with self.store.batch():
-            for part_id, result in updates:
-                metadata = {"anthropic": {"tool_result": result.block}}
-                if result.is_error:
-                    self.store.update_tool(part_id, status="error", error=result.output, metadata=metadata)
-                else:
-                    self.store.update_tool(part_id, status="running")
-                    self.store.update_tool(part_id, status="completed", output=result.output, metadata=metadata)
-        return next(m.info for m in reversed(self.view()) if m.info.id == message_id)
+        return self._run(flows.tool_results(self.state, results))
 
     def pending_calls(self) -> list[dict[str, Any]]:
         """The newest response's ``tool_use`` blocks still waiting for results (what a resumed agent runs)."""
@@ -122,9 +82,36 @@ class Conversation:
     def recover(self, error: BaseException) -> bool:
         """After the provider refused the prompt as too long: compact (trigger ``overflow``) and return True
         to send ``request()`` again; False when it cannot help (another error, or a compaction that stalled)."""
-        if not is_prompt_too_long(error):
-            return False
-        view = self.view()
-        self.state.last = RequestStats()
-        self._compact(view, "overflow")
-        return self.state.last.compacted
+        return self._run(flows.recover(self.state, error))
+
+    def _run(self, flow: flows.Flow) -> Any:
+        """Run a flow's store actions, sending each outcome (or error) back into it."""
+        try:
+            action = next(flow)
+            while True:
+                try:
+                    outcome = self._do(action)
+                except Exception as exc:  # noqa: BLE001  the flow decides what it handles
+                    action = flow.throw(exc)
+                else:
+                    action = flow.send(outcome)
+        except StopIteration as stop:
+            return stop.value
+
+    def _do(self, action: Any) -> Any:
+        store, session_id = self.store, self.session_id
+        if isinstance(action, flows.Load):
+            return store.filter_compacted(session_id)
+        if isinstance(action, flows.Compactions):
+            return store.compactions(session_id)
+        if isinstance(action, flows.Prune):
+            return store.prune(session_id, action.config)
+        if isinstance(action, flows.Compact):
+            return store.compact(session_id, self.state.summarizer, trigger=action.trigger, config=action.config)
+        if isinstance(action, flows.Append):
+            return store.append_messages(session_id, action.items)
+        assert isinstance(action, flows.Updates)
+        with store.batch():
+            for part_id, fields in action.calls:
+                store.update_tool(part_id, **fields)
+        return None

@@ -3,6 +3,7 @@ decision that needs no database (the stores' I/O stays in the two classes).
 
 Rules:
 
+- The order of each call's store actions is in ``flows.py``; this module decides what they write.
 - ``user(content)`` stores the content as given (a string or content blocks) in the message's metadata,
   with a text part per text block; ``record(response)`` stores the response whole (``blocks.py``);
   ``tool_results(results)`` completes the tool parts of the newest response. Each is one transaction.
@@ -15,6 +16,8 @@ Rules:
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +29,7 @@ from ..models import MessageWithParts, ModelLimits
 from ..overflow import context_size, model_limits
 from ..tokens import estimate_tokens
 from .blocks import KEY, canonical, parse_response, parse_tool_result, recorded_response, response_dict
-from .policy import CACHE_TTL_MS, ContextPolicy, Plan, plan_request
+from .policy import ContextPolicy, Plan, plan_request, threshold
 from .render import BINDING_BETA, Rendered, render_messages
 
 __all__ = ["ConversationState", "RequestStats", "is_prompt_too_long"]
@@ -99,8 +102,6 @@ class ConversationState:
             parts = [{"type": "text", "text": str(b.get("text", ""))} for b in content if b.get("type") == "text"]
         else:
             raise InvalidInput("user content must be a string or a non-empty list of content blocks")
-        import json
-
         stored = json.loads(canonical(content))
         return {"info": {"role": "user", "metadata": {KEY: {"content": stored}}}, "parts": parts}
 
@@ -133,8 +134,6 @@ class ConversationState:
         )
 
     def still_over(self, view: Sequence[MessageWithParts]) -> bool:
-        from .policy import threshold
-
         assert self.limits is not None
         limit = threshold(self.limits, self.policy)
         return bool(limit) and self.measure(view) > limit
@@ -176,8 +175,6 @@ class ConversationState:
     def kwargs(self, rendered: Rendered) -> dict[str, Any]:
         """``client.beta.messages.create`` keyword arguments: at most three cache breakpoints (system or tools,
         the newest summary, the conversation's end), thinking with ``drop_block`` when the render needs it."""
-        import copy
-
         messages = rendered.messages
         if rendered.summary_index is not None and messages[rendered.summary_index]["content"]:
             messages = list(messages)
@@ -266,6 +263,3 @@ class ConversationState:
         waiting = {p.call_id for p in message.parts if p.type == "tool" and p.state.status in ("pending", "running")}
         discarded = set(record.get("discarded") or ())
         return [b for i, b in enumerate(record["response"]["content"]) if i not in discarded and b.get("type") == "tool_use" and b.get("id") in waiting]
-
-    def idle_ttl_ms(self) -> int:
-        return CACHE_TTL_MS[self.policy.cache_ttl]

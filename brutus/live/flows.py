@@ -1,0 +1,120 @@
+"""What each ``Conversation`` call does, written once for the sync and async classes.
+
+Each call is a generator over store actions: it yields an action, the class runs it on its store (awaiting it
+on ``AsyncSessionStore``) and sends the outcome back; an error is thrown back in. So the order of reads,
+writes and policy steps lives here, and the two classes only run actions (``Conversation._run``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from ..errors import CompactionStalled
+from ..models import CompactionConfig, Message, MessageWithParts
+from .blocks import KEY
+from .core import ConversationState, RequestStats, is_prompt_too_long
+
+__all__ = ["Append", "Compact", "Compactions", "Flow", "Load", "Prune", "Updates", "recover", "record", "request", "tool_results", "user"]
+
+
+class Load(NamedTuple):
+    """The session's view (``filter_compacted``)."""
+
+
+class Compactions(NamedTuple):
+    """The session's compaction markers."""
+
+
+class Prune(NamedTuple):
+    config: CompactionConfig
+
+
+class Compact(NamedTuple):
+    trigger: str
+    config: CompactionConfig
+
+
+class Append(NamedTuple):
+    """``append_messages`` of these items, one transaction."""
+
+    items: list[dict[str, Any]]
+
+
+class Updates(NamedTuple):
+    """``update_tool`` calls ``(part_id, fields)``, one transaction."""
+
+    calls: list[tuple[str, dict[str, Any]]]
+
+
+Flow = Generator[Any, Any, Any]
+
+
+def user(state: ConversationState, content: Any) -> Flow:
+    appended = yield Append([state.user_message(content)])
+    return appended[0].info
+
+
+def request(state: ConversationState, now: int) -> Flow:
+    """The policy first (pending / reactive / threshold compaction, prune as configured), then the render."""
+    state.last = RequestStats()
+    view = yield Load()
+    pending = any(c.status == "pending" for c in (yield Compactions()))
+    plan = state.plan(view, pending=pending, now=now)
+    if plan.prune:
+        state.last.pruned = (yield Prune(state.policy.compaction_config())).pruned
+        if state.last.pruned:
+            view = yield Load()
+    if plan.compact and (not plan.compact_if_still_over or state.still_over(view)):
+        view = yield from _compact(state, view, plan.compact)
+    rendered, kwargs = state.render(view)
+    if state.needs_continue(rendered):  # a view ending with the assistant: the turn goes on from a user message
+        yield Append([state.continue_message()])
+        rendered, kwargs = state.render((yield Load()))
+    return kwargs
+
+
+def _compact(state: ConversationState, view: list[MessageWithParts], trigger: str) -> Flow:
+    state.overflow = False
+    try:
+        yield Compact(trigger, state.policy.compaction_config())
+    except CompactionStalled as exc:
+        state.block(view, str(exc))
+        return view
+    state.last.compacted = True
+    view = yield Load()
+    if state.still_over(view):
+        state.block(view, "the context is still over the threshold after compacting")
+    return view
+
+
+def record(state: ConversationState, response: Any, now: int) -> Flow:
+    view = yield Load()
+    parent = next((m.info.id for m in reversed(view) if m.info.role == "user"), None)
+    appended = yield Append([state.assistant_message(response, parent, now)])
+    return appended[0].info
+
+
+def tool_results(state: ConversationState, results: Sequence[Mapping[str, Any]]) -> Flow:
+    message_id, updates = state.tool_updates((yield Load()), results)
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for part_id, result in updates:
+        metadata = {KEY: {"tool_result": result.block}}
+        if result.is_error:
+            calls.append((part_id, {"status": "error", "error": result.output, "metadata": metadata}))
+        else:
+            calls.append((part_id, {"status": "running"}))
+            calls.append((part_id, {"status": "completed", "output": result.output, "metadata": metadata}))
+    yield Updates(calls)
+    view = yield Load()
+    found: Message = next(m.info for m in reversed(view) if m.info.id == message_id)
+    return found
+
+
+def recover(state: ConversationState, error: BaseException) -> Flow:
+    if not is_prompt_too_long(error):
+        return False
+    view = yield Load()
+    state.last = RequestStats()
+    yield from _compact(state, view, "overflow")
+    return state.last.compacted
