@@ -344,3 +344,34 @@ def test_a_server_compaction_block_starts_the_next_requests(store: SessionStore)
     assert without_cache_control(after[0]["content"][0]) == block  # sent back first, as produced
     assert len(after) < len(records[compacted_at].body["messages"])
     assert api.stats.thinking_blocks_dropped == 0
+
+
+def test_a_prune_inside_a_tool_loop_asks_the_api_to_drop_rather_than_strip(store_url: str) -> None:
+    """With thinking on, the last assistant message of a tool loop must open with its thinking block; a prune
+    (here: the cache went cold mid-loop) changes its prefix, so brutus keeps the block and asks for
+    ``drop_block`` instead of sending a loop without it."""
+    now = [1_000_000]
+    policy = ContextPolicy(prune="cold-cache", prune_protect=1_000, prune_minimum=500)
+    with SessionStore.open(store_url, clock=lambda: now[0]) as store:
+        conv = conversation(store, thinking=THINKING, policy=policy)
+        script = _thinking_script(3) + [Reply([{"type": "thinking", "thinking": "ok"}, {"type": "text", "text": "Fine."}])]
+        script += [Reply([{"type": "thinking", "thinking": "loop"}, {"type": "tool_use", "id": "toolu_L1", "name": "bash", "input": {}}]),
+                   Reply([{"type": "thinking", "thinking": "after"}, {"type": "text", "text": "Done."}])]
+        with FakeMessagesAPI(script) as api:
+            sdk = client(api)
+            conv.user("read them")
+            for _ in range(3):
+                _tool_turn(conv, api, sdk, "r" * 4_000)
+            conv.record(sdk.beta.messages.create(**conv.request()))
+            conv.user("ok?")
+            conv.record(sdk.beta.messages.create(**conv.request()))
+            conv.user("one more command")
+            _tool_turn(conv, api, sdk, "loop output")  # the loop is open: its result is in, the next call is due
+            now[0] += 6 * 60_000  # the 5-minute cache went cold while the tool ran
+            kwargs = conv.request()
+            assert conv.last.pruned > 0 and conv.last.stripped == []
+            assert kwargs["thinking"]["block_binding"] == {"prefix_mismatch_behavior": "drop_block"}
+            assert kwargs["messages"][-2]["content"][0]["type"] == "thinking"  # the loop still opens with it
+            conv.record(sdk.beta.messages.create(**kwargs))
+            assert all(r.accepted for r in api.requests), [r.error for r in api.requests if not r.accepted]
+            assert [t["path"] for t in api.requests[-1].input_transformations] == conv.last.drop_block
