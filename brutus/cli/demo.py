@@ -60,7 +60,8 @@ def run_demo(store: SessionStore, *, as_json: bool = False, context_limit: int =
     print_report(report)
     where = store_path(url)
     click.echo(f"\nstored in {where}; look at it with:")
-    click.echo(f"  brutus show {report.session_id} --db {where}          # the view the model sees now")
-    click.echo(f"  brutus show {report.session_id} --db {where} --full   # everything, pruned parts marked")
-    click.echo(f"  brutus stats {report.session_id} --db {where}")
+    click.echo(f"  export BRUTUS_DATABASE_URL={where}")
+    click.echo(f"  brutus show {report.session_id}          # the view the model sees")
+    click.echo(f"  brutus show {report.session_id} --full   # the whole history")
+    click.echo(f"  brutus stats {report.session_id}")
     return report
