@@ -14,9 +14,9 @@ __all__ = ["console", "print_check", "print_compaction", "print_gc", "print_prun
 
 
 def console(*, stderr: bool = False) -> Any:
-    from rich.console import Console
+    from .output import console as make
 
-    return Console(highlight=False, soft_wrap=True, stderr=stderr)
+    return make(stderr=stderr)
 
 
 def when(ms: int | None) -> str:

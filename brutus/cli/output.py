@@ -7,7 +7,7 @@ from typing import Any
 
 from ..models import MessageWithParts, Session
 
-__all__ = ["history_json", "print_history", "print_sessions", "sessions_json"]
+__all__ = ["console", "history_json", "print_history", "print_sessions", "sessions_json"]
 
 PREVIEW = 200
 
@@ -18,10 +18,21 @@ def _when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _console() -> Any:
+def console(*, stderr: bool = False) -> Any:
+    """The rich console every command prints through. A reader that closed the pipe (``brutus show | head``)
+    ends the command quietly with exit 0 (``main`` handles the ``BrokenPipeError``), where rich's own default
+    exits 1."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich's documented hook
+            raise BrokenPipeError
+
+    return _Console(highlight=False, soft_wrap=True, stderr=stderr)
+
+
+def _console() -> Any:
+    return console()
 
 
 def sessions_json(sessions: list[Session]) -> list[dict[str, Any]]:
