@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 from ..errors import InvalidInput
 from ..models import CacheTokens, TokenCounts
-from ..summarizers.pricing import cost_of
+from ..pricing import usage_cost
 
 __all__ = [
     "KEY",
@@ -89,15 +89,6 @@ def _tokens(usage: Mapping[str, Any]) -> TokenCounts:
     )
 
 
-def _cost(model: str | None, usage: Mapping[str, Any]) -> float:
-    if not model:
-        return 0.0
-    iterations = usage.get("iterations")
-    if isinstance(iterations, list) and iterations:
-        return sum(cost_of(str(it.get("model") or model), _tokens(it)) for it in iterations if isinstance(it, Mapping))
-    return cost_of(model, _tokens(usage))
-
-
 def _truncated_tool(data: Mapping[str, Any]) -> list[int]:
     """The index of a ``tool_use`` block a ``max_tokens`` stop cut short (the last block), else nothing."""
     content = data["content"]
@@ -139,7 +130,7 @@ def parse_response(data: dict[str, Any], prefix: str | None) -> RecordedResponse
         model=model,
         finish=str(data.get("stop_reason") or "end_turn"),
         tokens=_tokens(usage),
-        cost=_cost(model, usage),
+        cost=usage_cost(model, usage),
         parts=parts,
         metadata={KEY: record},
     )
