@@ -44,7 +44,8 @@ from .models import (
     ToolPart,
     ToolState,
 )
-from .overflow import DEFAULT_MODEL_LIMITS, OUTPUT_TOKEN_MAX, model_limits
+from .overflow import DEFAULT_MODEL_LIMITS, OUTPUT_TOKEN_MAX, estimate_message_tokens, model_limits
+from .replay_cost import CostMeter
 from .replay_meter import RecordedCalls, Usage, measure_view
 from .store import SessionStore
 
@@ -54,6 +55,7 @@ __all__ = [
     "ReplayPrune",
     "ReplayReport",
     "ReplayStall",
+    "comparison",
     "load_recording",
     "replay",
     "replay_config",
@@ -81,6 +83,7 @@ class ReplayPoint(_Model):
     original_tokens: int  # the recorded session's context at this step, which had no such limit
     view_messages: int
     action: Action | None = None
+    cost: float = 0.0  # the cumulative cost of the simulated requests so far, US dollars (replay_cost.py)
 
 
 class ReplayPrune(_Model):
@@ -139,6 +142,9 @@ class ReplayReport(_Model):
     final_view_tokens: int = 0
     final_view_messages: int = 0
     pruned_tokens: int = 0  # by the replay's prunes (a compaction's own prune is in its ``pruned_tokens``)
+    cost_usd: float = 0.0  # what the simulated requests would have cost with prompt caching (replay_cost.py)
+    cache_read_share: float = 0.0  # of their input tokens, the share read from the cache
+    priced_as: str | None = None  # the model whose prices apply
 
 
 # -- limits -------------------------------------------------------------------------------------------------
@@ -260,14 +266,18 @@ class _Run:
     ids: dict[str, str] = field(default_factory=dict)  # recorded message id -> replayed message id
     turns: int = 0
     blocked_turn: int = -1  # no compaction until a user turn after this one
+    meter: CostMeter | None = None
+    view: list[MessageWithParts] = field(default_factory=list)  # as the last measure() loaded it
 
     def measure(self) -> tuple[int, int]:
         """The replayed view's tokens and messages."""
-        view = self.store.filter_compacted(self.session_id)
-        return measure_view(view, self.usage, self.recorded.last), len(view)
+        self.view = self.store.filter_compacted(self.session_id)
+        return measure_view(self.view, self.usage, self.recorded.last), len(self.view)
 
     def step(self, index: int, entry: MessageWithParts) -> ReplayPoint:
         call = self.recorded.observe(index)
+        if call is not None and self.meter is not None:  # the request this call answered: the view as it is now
+            self.meter.request(self.view, call, entry.info.time.created, estimate_message_tokens)
         message = write_message(self.store, self.session_id, entry, self.ids)
         if call is not None:
             self.usage[message.id] = call
@@ -296,6 +306,7 @@ class _Run:
             original_tokens=self.recorded.tokens_at(index),
             view_messages=count,
             action=action,
+            cost=round(self.meter.cost, 6) if self.meter is not None else 0.0,
         )
 
     def over(self, tokens: int) -> bool:
@@ -325,6 +336,8 @@ class _Run:
             self.blocked_turn = self.turns
             return tokens, _action([*done, "stalled"])
         after = self.measure()[0]
+        if self.meter is not None:
+            self.meter.add(result.summary_message.info.cost)
         self.report.compactions.append(
             ReplayCompaction(
                 step=step,
@@ -396,6 +409,7 @@ def replay(
         token_ratio=1.0,
     )
     run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history), policy)
+    run.meter = CostMeter(model, ttl=policy.cache_ttl)
     for index, entry in enumerate(history):
         point = run.step(index, entry)
         report.curve.append(point)
@@ -414,8 +428,30 @@ def replay(
             final_view_tokens=report.curve[-1].after_tokens,
             final_view_messages=report.curve[-1].view_messages,
             pruned_tokens=sum(p.pruned_tokens for p in report.prunes),
+            cost_usd=round(run.meter.cost, 6),
+            cache_read_share=round(run.meter.read_share, 4),
+            priced_as=run.meter.priced_as,
         )
     )
+
+
+def comparison(reports: Sequence[ReplayReport]) -> dict[str, Any]:
+    """``replay --compare --json``: the same recording under each policy (DESIGN §3 "Cost")."""
+    return {
+        "limit": reports[0].limits.context,
+        "default": ContextPolicy().prune,
+        "policies": [
+            {
+                "policy": r.policy,
+                "cost_usd": r.cost_usd,
+                "cache_read_share": r.cache_read_share,
+                "peak_tokens": r.max_view_tokens,
+                "compactions": len(r.compactions),
+                "stalls": len(r.stalls),
+            }
+            for r in reports
+        ],
+    }
 
 
 # -- from a file --------------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ import click
 
 from .app import db_option, json_option, open_store, print_json
 
-__all__ = ["register"]
+__all__ = ["POLICIES", "register"]
+
+POLICIES = ("on-compaction", "after-turn", "off", "cold-cache")
 
 
 def register(cli: click.Group) -> None:
@@ -21,14 +23,15 @@ def register(cli: click.Group) -> None:
 @click.option("--context-limit", type=click.IntRange(min=1), default=None, metavar="N",
               help="Replay under a context of N tokens (default: the session's model's limit).")
 @click.option("--model", default=None, metavar="M", help="Take the limits of model M (default: the session's model).")
-@click.option("--policy", type=click.Choice(["on-compaction", "after-turn", "off", "cold-cache"]), default="on-compaction",
+@click.option("--policy", type=click.Choice(POLICIES), default="on-compaction",
               show_default=True, help="When to prune: with each compaction, after each turn, never, or once the cache is cold.")
+@click.option("--compare", is_flag=True, help="Replay under every policy and print cost, cache reads, peak, compactions.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE.png",
               help="Also draw the context curve into a PNG (needs matplotlib: pip install 'brutus[plot]').")
 @db_option
 @json_option
-def replay(file: Path, context_limit: int | None, model: str | None, policy: str, plot: Path | None, db: str | None,
-           as_json: bool) -> None:
+def replay(file: Path, context_limit: int | None, model: str | None, policy: str, compare: bool, plot: Path | None,
+           db: str | None, as_json: bool) -> None:
     """Replay a recorded session (OpenCode export JSON or Claude Code JSONL) through the store as a live agent
     would: message by message, tools pending → running → done, under the model's context limit, pruning and
     compacting by the context policy a live Conversation runs. Prints the prunes, the compactions and the
@@ -44,22 +47,32 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
     recording = load_recording(file)  # read and checked before the database is opened
     model, limits = replay_limits(recording.history, context_limit=context_limit, model=model)
     store = open_store(db)
+    reports = []
     try:
-        with progress(f"replaying {file.name}") as on_step:
-            report = run_replay(
-                store,
-                recording.history,
-                limits=limits,
-                model=model,
-                summarizer=default_summarizer(),
-                title=recording.title,
-                directory=recording.directory,
-                source=str(file),
-                on_step=on_step,
-                policy=ContextPolicy(prune=policy),
-            )
+        for mode in POLICIES if compare else (policy,):
+            with progress(f"replaying {file.name}" + (f" ({mode})" if compare else "")) as on_step:
+                reports.append(run_replay(
+                    store,
+                    recording.history,
+                    limits=limits,
+                    model=model,
+                    summarizer=default_summarizer(),
+                    title=recording.title,
+                    directory=recording.directory,
+                    source=str(file),
+                    on_step=on_step,
+                    policy=ContextPolicy(prune=mode),
+                ))
     finally:
         store.close()
+    if compare:
+        from ..replay import comparison
+        from .replay_output import print_comparison
+
+        table = comparison(reports)
+        print_json(table) if as_json else print_comparison(table)
+        return
+    report = reports[0]
     if plot is not None:
         write_png(report, plot)
     if as_json:

@@ -41,12 +41,23 @@ def _table(*columns: str, title: str) -> Any:
 
     table = Table(title=title, title_justify="left")
     for index, name in enumerate(columns):
-        table.add_column(name, justify="left" if name == "summary by" else "right")
+        text = name in ("summary by", "policy")
+        table.add_column(name, justify="left" if text else "right", no_wrap=True, min_width=len(name) if text else None)
     return table
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def print_comparison(comparison: dict[str, Any]) -> None:
+    """``replay --compare``: one row per policy."""
+    table = _table("policy", "cost (USD)", "cache reads", "peak context", "compactions", "stalls",
+                   title=f"Policies under a {comparison['limit']:,}-token context (default: {comparison['default']})")
+    for row in comparison["policies"]:
+        table.add_row(row["policy"], f"{row['cost_usd']:.4f}", f"{row['cache_read_share']:.1%}", f"{row['peak_tokens']:,}",
+                      str(row["compactions"]), str(row["stalls"]))
+    console().print(table)
 
 
 def print_report(report: ReplayReport) -> None:
@@ -73,6 +84,10 @@ def print_report(report: ReplayReport) -> None:
         f"{report.steps:,} steps, {report.tool_calls:,} tool calls: {_count(len(report.prunes), 'prune')} "
         f"({report.pruned_tokens:,} tokens), {_count(len(report.compactions), 'compaction')}, "
         f"{_count(len(report.stalls), 'stall')}"
+    )
+    out.print(
+        f"cost with prompt caching ${report.cost_usd:,.4f} at {escape(report.priced_as or '?')}'s prices, "
+        f"{report.cache_read_share:.1%} of the input read from the cache"
     )
     if report.prunes:
         table = _table("step", "pruned tokens", "outputs", "view", title="Prunes")

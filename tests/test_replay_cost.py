@@ -1,0 +1,66 @@
+"""What a replay's requests would cost (brutus.replay_cost): the shared prefix within the TTL read from the cache,
+the rest written, checked by hand; ``replay --compare`` runs every policy on one recording."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from brutus.models import Message, MessageTime, MessageWithParts, ToolPart, ToolState, ToolTime
+from brutus.replay_cost import CostMeter
+from brutus.replay_meter import Usage
+
+from corpus_helpers import corpus_file
+
+SONNET = (3.0, 15.0, 3.75, 0.3)  # input, output, 5m cache write, cache read per million
+
+
+def message(i: int, pruned: bool = False) -> MessageWithParts:
+    state = ToolState(status="completed", output="x", time=ToolTime(compacted=1 if pruned else None))
+    return MessageWithParts(info=Message(id=f"m{i}", session_id="s", role="assistant", time=MessageTime(created=0)),
+                            parts=[ToolPart(call_id=f"c{i}", tool="bash", state=state)])
+
+
+def size(m: MessageWithParts) -> int:
+    return 1_000
+
+
+def test_the_shared_prefix_is_read_and_the_rest_written() -> None:
+    meter = CostMeter("claude-sonnet-4-5")
+    usage = Usage(fixed=10_000, ratio=1.0, output=500)
+    view = [message(i) for i in range(3)]
+    first = meter.request(view, usage, at=0, estimate=size)
+    assert first == pytest.approx((13_000 * SONNET[2] + 500 * SONNET[1]) / 1e6)  # a cold start: all written
+    second = meter.request([*view, message(3)], usage, at=60_000, estimate=size)  # appended: 13K read, 1K written
+    assert second == pytest.approx((13_000 * SONNET[3] + 1_000 * SONNET[2] + 500 * SONNET[1]) / 1e6)
+    pruned = [view[0], message(1, pruned=True), view[2], message(3)]  # a prune at message 1: read up to it
+    third = meter.request(pruned, usage, at=120_000, estimate=size)
+    assert third == pytest.approx((11_000 * SONNET[3] + 3_000 * SONNET[2] + 500 * SONNET[1]) / 1e6)
+    late = meter.request(pruned, usage, at=120_000 + 6 * 60_000, estimate=size)  # the 5-minute cache expired
+    assert late == pytest.approx((14_000 * SONNET[2] + 500 * SONNET[1]) / 1e6)
+    assert meter.cost == pytest.approx(first + second + third + late)
+    assert meter.read_share == pytest.approx((13_000 + 11_000) / (13_000 + 14_000 + 14_000 + 14_000))
+
+
+def test_a_model_without_a_price_is_priced_as_sonnet() -> None:
+    meter = CostMeter("gpt-5.3-codex", ttl="1h")
+    assert meter.priced_as == "claude-sonnet-4-5"
+    cost = meter.request([message(0)], Usage(fixed=0, ratio=1.0, output=0), at=0, estimate=size)
+    assert cost == pytest.approx(1_000 * 6.0 / 1e6)  # a 1-hour write costs twice the input price
+
+
+def test_compare_runs_every_policy(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "BRUTUS_DEBUG"}
+    done = subprocess.run([sys.executable, "-m", "brutus", "replay", str(corpus_file("quiet-meadow")), "--context-limit", "36000",
+                           "--compare", "--json", "--db", str(tmp_path / "c.db")], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    table = json.loads(done.stdout)
+    assert table["limit"] == 36_000 and table["default"] == "on-compaction"
+    assert [p["policy"] for p in table["policies"]] == ["on-compaction", "after-turn", "off", "cold-cache"]
+    for row in table["policies"]:
+        assert set(row) == {"policy", "cost_usd", "cache_read_share", "peak_tokens", "compactions", "stalls"}
+        assert row["cost_usd"] > 0 and 0 < row["cache_read_share"] < 1 and row["peak_tokens"] < 36_000
