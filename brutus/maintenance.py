@@ -83,6 +83,14 @@ class SessionStats(_Model):
     provider_tokens: TokenCounts = Field(default_factory=TokenCounts)  # summed over the assistant messages
     cost: float = 0.0
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cache_read_share(self) -> float:
+        """Of the input the provider counted (uncached, cache reads, cache writes), the share read from cache."""
+        t = self.provider_tokens
+        counted = t.input + t.cache.read + t.cache.write
+        return round(t.cache.read / counted, 4) if counted else 0.0
+
 
 ProblemKind = Literal[
     "orphan-message",

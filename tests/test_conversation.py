@@ -375,3 +375,21 @@ def test_a_prune_inside_a_tool_loop_asks_the_api_to_drop_rather_than_strip(store
             conv.record(sdk.beta.messages.create(**kwargs))
             assert all(r.accepted for r in api.requests), [r.error for r in api.requests if not r.accepted]
             assert [t["path"] for t in api.requests[-1].input_transformations] == conv.last.drop_block
+
+
+def test_stats_give_a_live_sessions_cost_and_cache_reads(store: SessionStore) -> None:
+    from brutus.db.stats_ops import session_stats
+
+    conv = conversation(store)
+    conv.user("hi")
+    conv.request()
+    first = conv.record(response([{"type": "text", "text": "a"}], usage={"input_tokens": 100, "output_tokens": 10,
+                                  "cache_read_input_tokens": 0, "cache_creation_input_tokens": 900}))
+    conv.user("again")
+    conv.request()
+    second = conv.record(response([{"type": "text", "text": "b"}], usage={"input_tokens": 50, "output_tokens": 10,
+                                   "cache_read_input_tokens": 1_000, "cache_creation_input_tokens": 50}))
+    stats = store._run(session_stats(conv.session_id), write=False)
+    assert stats.cost == pytest.approx(first.cost + second.cost)
+    assert stats.cost == pytest.approx((150 * 5 + 20 * 25 + 950 * 6.25 + 1_000 * 0.5) / 1e6)
+    assert stats.cache_read_share == pytest.approx(round(1_000 / (150 + 1_000 + 950), 4))

@@ -96,8 +96,9 @@ def print_stats(stats: SessionStats) -> None:
     t = stats.provider_tokens
     out.print(
         f"provider-reported usage: input {t.input:,}, output {t.output:,}, reasoning {t.reasoning:,}, "
-        f"cache read {t.cache.read:,}, cache write {t.cache.write:,} (total {t.total:,}); cost ${stats.cost:.4f}"
+        f"cache read {t.cache.read:,}, cache write {t.cache.write:,} (total {t.total:,})"
     )
+    out.print(f"cost ${stats.cost:.4f}; {stats.cache_read_share:.1%} of the input read from the cache")
 
 
 def print_check(report: CheckReport) -> None:
