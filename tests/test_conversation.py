@@ -393,3 +393,40 @@ def test_stats_give_a_live_sessions_cost_and_cache_reads(store: SessionStore) ->
     assert stats.cost == pytest.approx(first.cost + second.cost)
     assert stats.cost == pytest.approx((150 * 5 + 20 * 25 + 950 * 6.25 + 1_000 * 0.5) / 1e6)
     assert stats.cache_read_share == pytest.approx(round(1_000 / (150 + 1_000 + 950), 4))
+
+
+def test_the_summary_request_extends_the_conversations_prefix(store: SessionStore) -> None:
+    """brutus's AnthropicSummarizer inside a conversation sends what the conversation would send, the summary
+    prompt after it, tools forbidden by the prompt: the same model, system, tools and messages, so it reads the
+    cache."""
+    from brutus import ModelLimits
+    from brutus.summarizers import AnthropicSummarizer
+    from brutus.summarizers.anthropic_api import NO_TOOLS
+
+    def is_summary(request: dict) -> bool:
+        return NO_TOOLS in str(request["messages"][-1]["content"][-1].get("text", ""))
+
+    def script(request: dict) -> Reply:
+        if is_summary(request):
+            return Reply("We read f0..f5 with cat; next: the parser.")
+        return Reply([{"type": "tool_use", "name": "bash", "input": {"command": "cat"}}])
+
+    with FakeMessagesAPI(script, context_window=60_000) as api:
+        sdk = client(api)
+        conv = conversation(store, limits=ModelLimits(context=40_000, output=4_000), summarizer=AnthropicSummarizer(client=sdk))
+        conv.user("cat the files")
+        while not any(c.status == "completed" for c in store.compactions(conv.session_id)):
+            conv.record(sdk.beta.messages.create(**conv.request()))
+            conv.tool_results([{"tool_use_id": c["id"], "content": "s" * 12_000} for c in conv.pending_calls()])
+        records = api.requests
+    summary_call = next(r for r in records if is_summary(r.body))
+    before = records[summary_call.number - 2].body  # the conversation's last request
+    sent = summary_call.body
+    assert sent["model"] == before["model"] and sent["system"] == before["system"] and sent["tools"] == before["tools"]
+    assert without_cache_control(sent["messages"][: len(before["messages"])]) == without_cache_control(before["messages"])
+    assert summary_call.usage["cache_read_input_tokens"] > 0.8 * before_total(records[summary_call.number - 2].usage)
+    assert store.filter_compacted(conv.session_id)[1].parts[0].text.startswith("We read f0..f5")
+
+
+def before_total(usage: dict) -> int:
+    return usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]

@@ -88,7 +88,8 @@ class AsyncConversation:
         if isinstance(action, flows.Prune):
             return await store.prune(session_id, action.config)
         if isinstance(action, flows.Compact):
-            return await store.compact(session_id, self.state.summarizer, trigger=action.trigger, config=action.config)
+            summarizer = self.state.summarizer_for(action.prefix)
+            return await store.compact(session_id, summarizer, trigger=action.trigger, config=action.config)
         if isinstance(action, flows.Append):
             return await store.append_messages(session_id, action.items)
         assert isinstance(action, flows.Updates)

@@ -107,7 +107,8 @@ class Conversation:
         if isinstance(action, flows.Prune):
             return store.prune(session_id, action.config)
         if isinstance(action, flows.Compact):
-            return store.compact(session_id, self.state.summarizer, trigger=action.trigger, config=action.config)
+            summarizer = self.state.summarizer_for(action.prefix)
+            return store.compact(session_id, summarizer, trigger=action.trigger, config=action.config)
         if isinstance(action, flows.Append):
             return store.append_messages(session_id, action.items)
         assert isinstance(action, flows.Updates)

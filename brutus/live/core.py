@@ -87,6 +87,10 @@ class ConversationState:
             self.limits = model_limits(self.model)
         if self.max_tokens is None:
             self.max_tokens = min(self.limits.output or 8192, 32_000)
+        if self.summarizer is None:  # Claude with ANTHROPIC_API_KEY, else the offline extractive one
+            from ..summarizers import default_summarizer
+
+            self.summarizer = default_summarizer()
         if isinstance(self.system, str):  # one block, so it can carry the cache breakpoint; always rendered so
             self.system = [{"type": "text", "text": self.system}] if self.system else None
 
@@ -167,6 +171,18 @@ class ConversationState:
         self.last.stripped = rendered.stripped
         self.last.drop_block = rendered.mismatched
         return rendered, self.kwargs(rendered)
+
+    def preview(self, view: Sequence[MessageWithParts]) -> dict[str, Any]:
+        """The arguments a request would send for ``view``, without counting as sent (a summary request
+        extends them)."""
+        rendered = render_messages(view, system=self.system, tools=self.tools, previous=None,
+                                   thinking_mismatch=self.policy.thinking_mismatch)
+        return self.kwargs(rendered)
+
+    def summarizer_for(self, prefix: dict[str, Any]) -> Any:
+        """The summarizer of one compaction: one that can extend the conversation's request does."""
+        extending = getattr(self.summarizer, "extending", None)
+        return extending(prefix) if callable(extending) else self.summarizer
 
     def _breakpoint(self) -> dict[str, Any]:
         ttl = self.policy.cache_ttl

@@ -33,6 +33,7 @@ class Prune(NamedTuple):
 class Compact(NamedTuple):
     trigger: str
     config: CompactionConfig
+    prefix: dict[str, Any]  # what the next request would send: a summarizer that can, extends it (cache reads)
 
 
 class Append(NamedTuple):
@@ -77,7 +78,7 @@ def request(state: ConversationState, now: int) -> Flow:
 def _compact(state: ConversationState, view: list[MessageWithParts], trigger: str) -> Flow:
     state.overflow = False
     try:
-        yield Compact(trigger, state.policy.compaction_config())
+        yield Compact(trigger, state.policy.compaction_config(), state.preview(view))
     except CompactionStalled as exc:
         state.block(view, str(exc))
         return view

@@ -12,6 +12,13 @@ Rules:
 - No usable summary raises ``SummarizerError``: an empty answer, a stop before any text, a refusal, or an
   API error once the SDK's own retries (429, 529 and 5xx) are spent; ``context_overflow`` is set when the
   request was too long for the model. SDK exceptions never leave this module.
+- Inside a live ``Conversation`` the request is a prefix-extension of what the conversation sends
+  (``extending(prefix)``): the same model, ``system``, ``tools``, ``tool_choice``, thinking, betas and
+  messages, the summary prompt added to the last user message, so it reads the prompt cache the
+  conversation wrote. Tools are forbidden by the prompt (``NO_TOOLS``), not by ``tool_choice``: a changed
+  ``tool_choice`` invalidates the cached messages (Anthropic's prompt-caching docs), which would make the
+  summary pay for the whole context again. If that prefix is itself too long for the model, the plain
+  request is sent instead.
 - ``anthropic`` is imported when a client is first needed, never at import time (``import brutus`` stays
   fast); without a client one is built from the environment (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``).
 """
@@ -29,7 +36,9 @@ from .base import Summary, SummaryRequest
 from .pricing import cost_of
 from .prompts import summary_prompt, system_prompt
 
-__all__ = ["DEFAULT_MODEL", "AnthropicSummarizer", "build_messages_request"]
+__all__ = ["DEFAULT_MODEL", "NO_TOOLS", "AnthropicSummarizer", "build_messages_request", "extend_request"]
+
+NO_TOOLS = "Do not call any tool: answer with the summary as text only."
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 _CUT_OFF = ("max_tokens", "model_context_window_exceeded")
@@ -53,6 +62,22 @@ def build_messages_request(request: SummaryRequest, *, model: str, max_tokens: i
         "system": system_prompt(request.kind),
         "messages": messages,
     }
+
+
+def extend_request(prefix: dict[str, Any], request: SummaryRequest, *, max_tokens: int) -> dict[str, Any]:
+    """``prefix`` (a conversation's ``request()`` arguments) with the summary prompt after its messages and
+    tools forbidden: everything before the prompt is byte-identical, so the cache the conversation wrote is read."""
+    import copy
+
+    arguments = copy.deepcopy(prefix)
+    prompt = {"type": "text", "text": f"{summary_prompt(request)}\n\n{NO_TOOLS}"}
+    messages = arguments["messages"]
+    if messages and messages[-1]["role"] == "user":
+        messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], prompt]}
+    else:
+        messages.append({"role": "user", "content": [prompt]})
+    arguments["max_tokens"] = min(max_tokens, request.max_tokens, int(arguments.get("max_tokens") or max_tokens))
+    return arguments
 
 
 def _anthropic_module() -> Any | None:
@@ -163,6 +188,14 @@ class AnthropicSummarizer:
         self.max_tokens = max_tokens
         self._client = client
         self._async_client = async_client
+        self.prefix: dict[str, Any] | None = None  # set by extending(): a live conversation's request
+
+    def extending(self, prefix: dict[str, Any]) -> AnthropicSummarizer:
+        """This summarizer for one compaction of a live conversation whose next request would be ``prefix``:
+        the summary request extends it (same model, prompt cached), see the module rules."""
+        bound = AnthropicSummarizer(self._client, prefix.get("model") or self.model, self.max_tokens, self._async_client)
+        bound.prefix = prefix
+        return bound
 
     def __repr__(self) -> str:
         return f"AnthropicSummarizer(model={self.model!r}, max_tokens={self.max_tokens})"
@@ -172,6 +205,16 @@ class AnthropicSummarizer:
         return build_messages_request(request, model=self.model, max_tokens=self.max_tokens)
 
     def summarize(self, request: SummaryRequest) -> Summary:
+        if self.prefix is not None:
+            try:
+                arguments = extend_request(self.prefix, request, max_tokens=self.max_tokens)
+                with _provider_errors(self.model):
+                    if self._client is None:
+                        self._client = _import_anthropic(self.model).Anthropic()
+                    return _summary(self._client.beta.messages.create(**arguments), self.model)
+            except SummarizerError as exc:
+                if not exc.context_overflow:
+                    raise
         arguments = self.request_for(request)
         with _provider_errors(self.model):
             if self._client is None:
@@ -180,6 +223,16 @@ class AnthropicSummarizer:
         return _summary(response, self.model)
 
     async def asummarize(self, request: SummaryRequest) -> Summary:
+        if self.prefix is not None:
+            try:
+                arguments = extend_request(self.prefix, request, max_tokens=self.max_tokens)
+                with _provider_errors(self.model):
+                    if self._async_client is None:
+                        self._async_client = _import_anthropic(self.model).AsyncAnthropic()
+                    return _summary(await self._async_client.beta.messages.create(**arguments), self.model)
+            except SummarizerError as exc:
+                if not exc.context_overflow:
+                    raise
         arguments = self.request_for(request)
         with _provider_errors(self.model):
             if self._async_client is None:
