@@ -344,6 +344,10 @@ def test_a_server_compaction_block_starts_the_next_requests(store: SessionStore)
     assert without_cache_control(after[0]["content"][0]) == block  # sent back first, as produced
     assert len(after) < len(records[compacted_at].body["messages"])
     assert api.stats.thinking_blocks_dropped == 0
+    view = store.filter_compacted(conv.session_id)  # a completed boundary in the store too
+    assert view[0].parts[0].type == "compaction" and view[1].info.summary
+    newest = [r.response["content"][0] for r in records if r.response["content"][0]["type"] == "compaction"][-1]
+    assert view[1].info.metadata["anthropic"]["response"]["content"][0] == newest
 
 
 def test_a_prune_inside_a_tool_loop_asks_the_api_to_drop_rather_than_strip(store_url: str) -> None:
@@ -430,3 +434,54 @@ def test_the_summary_request_extends_the_conversations_prefix(store: SessionStor
 
 def before_total(usage: dict) -> int:
     return usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+
+
+def _server_script(summary: Reply | None):
+    def script(request: dict) -> Reply:
+        if "compaction" in request:
+            return summary if summary is not None else Reply([{"type": "compaction", "content": "We read the files; next: the parser."}])
+        return Reply([{"type": "thinking", "thinking": "next"}, {"type": "tool_use", "name": "bash", "input": {"command": "cat"}}])
+    return script
+
+
+def test_server_compaction_is_the_summary_and_goes_back_first(store: SessionStore) -> None:
+    """``AnthropicServerCompaction``: the API compacts on demand; its signed block is the summary and the
+    boundary, and later requests send it first, byte-identical, with thinking valid after it."""
+    from brutus import ModelLimits
+    from brutus.summarizers import AnthropicServerCompaction
+
+    with FakeMessagesAPI(_server_script(None), context_window=60_000) as api:
+        sdk = client(api)
+        conv = conversation(store, thinking=THINKING, limits=ModelLimits(context=40_000, output=4_000),
+                            summarizer=AnthropicServerCompaction(client=sdk))
+        conv.user("cat the files")
+        for _ in range(12):
+            conv.record(sdk.beta.messages.create(**conv.request()))
+            conv.tool_results([{"tool_use_id": c["id"], "content": "s" * 12_000} for c in conv.pending_calls()])
+        records = api.requests
+    assert all(r.accepted for r in records), [r.error for r in records if not r.accepted]
+    asked = [r for r in records if "compaction" in r.body]
+    assert asked and "compact-2026-09-04" in asked[0].betas
+    block = asked[0].response["content"][0]
+    assert block["type"] == "compaction" and block["signature"]
+    done = [c for c in store.compactions(conv.session_id) if c.status == "completed"]
+    assert done and done[0].fallback_used is None
+    after = records[asked[0].number].body["messages"]  # the request after the compaction
+    assert without_cache_control(after[0]["content"][0]) == block
+    assert api.stats.thinking_blocks_dropped == 0
+
+
+def test_server_compaction_without_a_summary_falls_back(store: SessionStore) -> None:
+    from brutus import ModelLimits
+    from brutus.summarizers import AnthropicServerCompaction
+
+    with FakeMessagesAPI(_server_script(Reply([], stop_reason="max_tokens")), context_window=60_000) as api:
+        sdk = client(api)
+        conv = conversation(store, limits=ModelLimits(context=40_000, output=4_000), summarizer=AnthropicServerCompaction(client=sdk))
+        conv.user("cat the files")
+        while not store.compactions(conv.session_id):
+            conv.record(sdk.beta.messages.create(**conv.request()))
+            conv.tool_results([{"tool_use_id": c["id"], "content": "s" * 12_000} for c in conv.pending_calls()])
+        conv.record(sdk.beta.messages.create(**conv.request()))
+        assert all(r.accepted for r in api.requests)
+    assert [c.fallback_used for c in store.compactions(conv.session_id)] == ["extractive"]

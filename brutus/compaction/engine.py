@@ -102,6 +102,7 @@ def compaction_flow(
                     summary_model=summary.model,
                     summary_tokens=summary.tokens,
                     summary_cost=summary.cost,
+                    summary_metadata=summary.metadata,
                     user_agent=prepared.user_agent,
                     continue_after=auto and not plan.ended_turn(view),
                     pre_tokens=pre,

@@ -64,6 +64,7 @@ class Completion:
     summary_model: str
     summary_tokens: TokenCounts
     summary_cost: float
+    summary_metadata: dict[str, Any] | None
     user_agent: str | None
     continue_after: bool
     pre_tokens: int
@@ -141,6 +142,7 @@ def complete_compaction(plan: Completion, *, now: int) -> Op:
             "mode": "compaction",
             "model_id": plan.summary_model,
             "provider_id": "anthropic" if plan.summary_model.startswith("claude") else "brutus",
+            "metadata": plan.summary_metadata,
         },
         now=now,
     )

@@ -32,6 +32,8 @@ from .blocks import KEY, canonical, parse_response, parse_tool_result, recorded_
 from .policy import ContextPolicy, Plan, plan_request, threshold
 from .render import BINDING_BETA, Rendered, render_messages
 
+COMPACTION_BETA = "compact-2026-09-04"  # the API's on-demand compaction; its blocks need it to come back
+
 __all__ = ["ConversationState", "RequestStats", "is_prompt_too_long"]
 
 _TOO_LONG = ("prompt is too long", "model_context_window_exceeded", "context window", "input length and `max_tokens` exceed")
@@ -216,6 +218,8 @@ class ConversationState:
         if rendered.drop_block or self.policy.thinking_mismatch == "drop_block":
             if BINDING_BETA not in betas:
                 betas.append(BINDING_BETA)
+        if COMPACTION_BETA not in betas and any(b.get("type") == "compaction" for m in messages[:1] for b in m["content"]):
+            betas.append(COMPACTION_BETA)  # a compaction block is content only under the compaction beta
         kwargs["cache_control"] = self._breakpoint()
         for key, value in self.extra.items():
             if key != "betas":

@@ -11,6 +11,7 @@ from collections.abc import Generator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..errors import CompactionStalled
+from ..ids import new_id
 from ..models import CompactionConfig, Message, MessageWithParts
 from .blocks import KEY
 from .core import ConversationState, RequestStats, is_prompt_too_long
@@ -90,10 +91,21 @@ def _compact(state: ConversationState, view: list[MessageWithParts], trigger: st
 
 
 def record(state: ConversationState, response: Any, now: int) -> Flow:
+    """One response, in one transaction. One that opens with a compaction block (the API compacted at its
+    threshold) is a completed boundary: a user message holding a ``compaction`` part goes in before it, and
+    the response is its summary."""
     view = yield Load()
     parent = next((m.info.id for m in reversed(view) if m.info.role == "user"), None)
-    appended = yield Append([state.assistant_message(response, parent, now)])
-    return appended[0].info
+    item = state.assistant_message(response, parent, now)
+    content = item["info"]["metadata"][KEY]["response"]["content"]
+    items = [item]
+    if content and content[0].get("type") == "compaction" and isinstance(content[0].get("content"), str):
+        marker_id = new_id("message")
+        items.insert(0, {"info": {"id": marker_id, "role": "user", "time": {"created": now}},
+                         "parts": [{"type": "compaction", "auto": True}]})
+        item["info"].update(parent_id=marker_id, summary=True)
+    appended = yield Append(items)
+    return appended[-1].info
 
 
 def tool_results(state: ConversationState, results: Sequence[Mapping[str, Any]]) -> Flow:

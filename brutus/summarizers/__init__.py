@@ -16,6 +16,7 @@ from .default import default_summarizer
 from .extract import HistoryFacts, history_facts
 from .extractive import EXTRACTIVE_MODEL, ExtractiveSummarizer, extractive_summary
 from .pricing import Price, cost_of, price_of
+from .server_compaction import AnthropicServerCompaction
 from .prompts import (
     COMPACTION_SYSTEM_PROMPT,
     DEFAULT_SUMMARY_PROMPT,
@@ -31,6 +32,7 @@ from .shrink import DEFAULT_CUT_CHARS, estimate_request_tokens, request_fits, sh
 from .truncation import truncation_summary
 
 __all__ = [
+    "AnthropicServerCompaction",
     "AnthropicSummarizer",
     "AsyncSummarizer",
     "COMPACTION_SYSTEM_PROMPT",

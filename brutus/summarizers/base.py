@@ -8,7 +8,7 @@ of ADR-0041 (``tool_call`` and ``threshold`` give a ``[SUMMARIZED]`` block, ``go
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,6 +49,7 @@ class Summary(BaseModel):
     tokens: TokenCounts = Field(default_factory=TokenCounts)
     cost: float = 0.0
     stop_reason: str | None = None
+    metadata: dict[str, Any] | None = None  # kept on the summary message (a server compaction's signed block)
 
 
 @runtime_checkable

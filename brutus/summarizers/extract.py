@@ -27,7 +27,15 @@ from typing import Any
 from ..models import MessageWithParts, PatchPart, TextPart, ToolPart
 from .prompts import GOAL_BATCH_TAG, SUMMARIZED_TAG, message_text
 
-__all__ = ["EDIT_TOOLS", "READ_TOOLS", "SHELL_TOOLS", "HistoryFacts", "history_facts", "is_tier_summary"]
+__all__ = [
+    "EDIT_TOOLS",
+    "READ_TOOLS",
+    "SHELL_TOOLS",
+    "HistoryFacts",
+    "history_facts",
+    "is_tier_summary",
+    "user_directions",
+]
 
 READ_TOOLS = frozenset({"read", "view", "cat", "read_file", "readfile", "notebookread", "open_file"})
 EDIT_TOOLS = frozenset({
@@ -89,6 +97,17 @@ def is_tier_summary(message: MessageWithParts) -> bool:
     if metadata.get("summary_type") in ("tool_call", "threshold", "goal_batch"):
         return True
     return message_text(message).startswith((SUMMARIZED_TAG, GOAL_BATCH_TAG))
+
+
+def user_directions(message: MessageWithParts) -> list[str]:
+    """The user's own text parts of a user message (not synthetic, not ignored, not blank), as written."""
+    if message.info.role != "user":
+        return []
+    return [
+        part.text
+        for part in message.parts
+        if isinstance(part, TextPart) and not part.synthetic and not part.ignored and part.text.strip()
+    ]
 
 
 def _paths(arguments: dict[str, Any]) -> Iterable[str]:
@@ -154,10 +173,9 @@ def history_facts(history: Sequence[MessageWithParts]) -> HistoryFacts:
     for index, message in enumerate(history):
         info = message.info
         if info.role == "user":
-            for part in message.parts:
-                if isinstance(part, TextPart) and not part.synthetic and not part.ignored and part.text.strip():
-                    facts.directions.append(part.text)
-                    last_direction_at = index
+            directions = user_directions(message)
+            facts.directions += directions
+            last_direction_at = index if directions else last_direction_at
             continue
         if is_tier_summary(message):
             facts.memories.append(message_text(message))

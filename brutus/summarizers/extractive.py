@@ -7,16 +7,21 @@ What each kind writes (a section with nothing to say is left out):
   assistant text) and Next Step (the newest direction, when nothing answered it).
 - ``tool_call`` / ``threshold``: a ``[SUMMARIZED]`` block with Previous Summary, Context, Actions (first
   person: "I read", "I edited", "I ran"), Errors and Result, in the sections the model prompt asks for.
-- ``goal_batch``: a ``[GOAL BATCH]`` block with ADR-0041's six sections; the ``[SUMMARIZED]`` blocks of the
-  batch feed What Was Achieved, Dead Ends, Lasting Constraints and Key Artifacts from their own sections, and
-  a previous summary opens What Was Achieved ("Earlier: …").
+- ``goal_batch``: a ``[GOAL BATCH]`` block with ADR-0041's six sections, distilled, each fact said once:
+  Goal Arc (one line: how many turns, whether the last is still open; the directions themselves are not
+  repeated there), Human Direction (every user direction, as written), What Was Achieved (a previous
+  summary as "Earlier: …", then where each turn ended: its newest assistant text or the Result of its
+  newest ``[SUMMARIZED]`` block, once each), Dead Ends and Lasting Constraints (the clauses of the
+  directions that state one, and those sections of the blocks, once each), Key Artifacts (paths, commands
+  and names the other sections do not already quote).
 
 Custom instructions cannot steer an extractor; a compaction summary records them in a first section so the
 next turn knows what the user asked the summary to focus on.
 
 The text always fits ``request.max_tokens`` (by ``estimate_tokens``): when it would not, each list keeps
 fewer of its oldest items (the first user direction is kept) and each item fewer characters, halving step by
-step, and as a last resort the text is cut.
+step, and as a last resort the text is cut. A goal batch's Human Direction is cut last: the other sections
+shrink to nothing first, so the user's direction is what survives a tight budget (ADR-0041).
 """
 
 from __future__ import annotations
@@ -25,11 +30,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..models import TokenCounts
+from ..models import MessageWithParts, TokenCounts
 from ..tokens import estimate_tokens
 from .base import Summary, SummaryRequest
-from .extract import HistoryFacts, history_facts
-from .prompts import GOAL_BATCH_TAG, SUMMARIZED_TAG
+from .extract import HistoryFacts, history_facts, is_tier_summary, user_directions
+from .prompts import GOAL_BATCH_TAG, SUMMARIZED_TAG, message_text
 from .text import fit_tokens, one_line, trim
 
 __all__ = ["EXTRACTIVE_MODEL", "ExtractiveSummarizer", "extractive_summary"]
@@ -39,7 +44,7 @@ _MAX_LEVEL = 12
 _MIN_CAP = 40
 _HEADING = re.compile(r"^##\s+(.+?)\s*$", re.MULTILINE)
 _BACKTICKED = re.compile(r"`([^`\n]{1,200})`")
-_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+_CLAUSES = re.compile(r"(?<=[.!?;])\s+|\n+")
 _CONSTRAINT = re.compile(
     r"\b(must|never|always|don't|do not|should|shouldn't|should not|make sure|avoid|no longer|instead of)\b",
     re.IGNORECASE,
@@ -63,6 +68,7 @@ class _Section:
     listed: bool = True  # a bullet list, else one paragraph
     single_line: bool = False  # each item on one line (commands, paths, errors)
     keep_first: bool = False  # when cutting, keep the first item (the original goal)
+    protected: bool = False  # cut only once every other section is gone (a goal batch's Human Direction)
 
     def render(self, level: int) -> str:
         items = [item for item in self.items if item and item.strip()]
@@ -142,43 +148,90 @@ def _lines(texts: list[str]) -> list[str]:
     return [line.strip().removeprefix("- ").strip() for text in texts for line in text.splitlines() if line.strip()]
 
 
-def _goal_batch(facts: HistoryFacts, previous: str | None) -> tuple[str, list[_Section]]:
-    achieved = [f"Earlier: {previous}"] if previous else []
+def _sentence(clause: str) -> str:
+    clause = clause.strip()
+    return clause[:1].upper() + clause[1:]
+
+
+def _quoted(value: str, text: str) -> bool:
+    """Whether ``text`` already names ``value``: in backticks, or (a value without spaces, like a path) as a
+    word of its own."""
+    if f"`{value}`" in text:
+        return True
+    return not re.search(r"\s", value) and re.search(rf"(?<![\w./-]){re.escape(value)}(?![\w/-]|\.\w)", text) is not None
+
+
+def _turn_results(history: list[MessageWithParts]) -> list[str | None]:
+    """Where each turn of ``history`` ended (None: nothing answered it yet): its newest assistant text, or the
+    Result of its newest tier block (earlier states of a turn were overwritten by later ones)."""
+    results: list[str | None] = [None]
+    for message in history:
+        if message.info.role == "user":
+            if user_directions(message) and results[-1] is not None:
+                results.append(None)
+            continue
+        if is_tier_summary(message):
+            achieved = _memory_parts(message_text(message)).get("achieved")
+            results[-1] = achieved[-1] if achieved else results[-1]
+        elif not message.info.summary and message_text(message):
+            results[-1] = message_text(message)
+    return results
+
+
+def _goal_batch(history: list[MessageWithParts], facts: HistoryFacts, previous: str | None) -> tuple[str, list[_Section]]:
+    results = _turn_results(history)
+    achieved = ([f"Earlier: {previous}"] if previous else []) + [r for r in dict.fromkeys(results) if r]
     dead_ends = [f"I hit: {e}" for e in facts.errors]
-    constraints = [s.strip() for d in facts.directions for s in _SENTENCES.split(d) if _CONSTRAINT.search(s)]
+    constraints = [_sentence(c) for d in facts.directions for c in _CLAUSES.split(d) if _CONSTRAINT.search(c)]
     artifacts = [_code(p) for p in facts.files_edited + facts.files_read] + [_code(c) for c in facts.commands]
     for memory in facts.memories:
         parts = _memory_parts(memory)
-        achieved += parts.get("achieved", [])
         dead_ends = _lines(parts.get("dead_ends", [])) + dead_ends
         constraints += _lines(parts.get("constraints", []))
         artifacts += _lines(parts.get("artifacts", []))
         artifacts += [_code(m) for text in parts.get("actions", []) for m in _BACKTICKED.findall(text)]
-    if facts.last_state:
-        achieved.append(facts.last_state)
+    dead_ends, constraints = list(dict.fromkeys(dead_ends)), list(dict.fromkeys(constraints))
+    said = "\n".join(facts.directions + achieved + dead_ends + constraints)
+    artifacts = [a for a in dict.fromkeys(artifacts) if not _quoted(a.strip("`"), said)]
     arc: list[str] = []
     if facts.directions:
-        arc = [f"I worked on: {one_line(facts.directions[0], 300)}"]
-        if len(facts.directions) > 1:
-            arc.append(f"The arc ran over {len(facts.directions)} user turns, ending with: "
-                       f"{one_line(facts.directions[-1], 300)}")
+        count = len(facts.directions)
+        arc = [(f"I worked through {count} user directions in order" if count > 1 else "I worked on one user direction")
+               + " (Human Direction)" + (f"; {'it' if count == 1 else 'the last one'} was still open."
+                                         if results[-1] is None else ".")]
     return GOAL_BATCH_TAG, [
-        _Section("Goal Arc", arc, 800, listed=False),
-        _Section("Human Direction", facts.directions, 1_000, keep_first=True),
-        _Section("What Was Achieved", achieved, 800),
+        _Section("Goal Arc", arc, 200, listed=False),
+        _Section("Human Direction", facts.directions, 2_000, keep_first=True, protected=True),
+        _Section("What Was Achieved", achieved, 400, single_line=True),
         _Section("Dead Ends", dead_ends, 400, single_line=True),
-        _Section("Lasting Constraints", list(dict.fromkeys(constraints)), 300, single_line=True),
-        _Section("Key Artifacts", list(dict.fromkeys(artifacts)), 200, single_line=True),
+        _Section("Lasting Constraints", constraints, 300, single_line=True),
+        _Section("Key Artifacts", artifacts, 200, single_line=True),
     ]
 
 
-def _render(header: str, sections: list[_Section], level: int) -> str:
+def _render(header: str, sections: list[_Section], level: int, *, spare_protected: bool) -> str:
     blocks = [header]
     for section in sections:
-        body = section.render(level)
+        body = section.render(0 if section.protected and spare_protected else level)
         if body:
             blocks.append(f"## {section.heading}\n{body}")
     return "\n\n".join(blocks)
+
+
+def _fit(header: str, sections: list[_Section], budget: int) -> str:
+    """The sections within ``budget`` tokens: the others shrink level by level, then only the protected ones
+    are left and shrink in turn; as a last resort the text is cut."""
+    text = ""
+    for level in range(_MAX_LEVEL + 1):
+        text = _render(header, sections, level, spare_protected=True)
+        if estimate_tokens(text) <= budget:
+            return text
+    protected = [section for section in sections if section.protected]
+    for level in range(_MAX_LEVEL + 1 if protected else 0):
+        text = _render(header, protected, level, spare_protected=False)
+        if estimate_tokens(text) <= budget:
+            return text
+    return fit_tokens(text, budget)
 
 
 def extractive_summary(request: SummaryRequest) -> str:
@@ -188,18 +241,13 @@ def extractive_summary(request: SummaryRequest) -> str:
     if request.kind == "compaction":
         header, sections = _compaction(facts, previous)
     elif request.kind == "goal_batch":
-        header, sections = _goal_batch(facts, previous)
+        header, sections = _goal_batch(request.history, facts, previous)
     else:
         header, sections = _summarized(facts, previous)
     instructions = (request.instructions or "").strip()
     if instructions and request.kind == "compaction":
         sections.insert(0, _Section("Instructions for This Summary", [instructions], 1_000, listed=False))
-    text = ""
-    for level in range(_MAX_LEVEL + 1):
-        text = _render(header, sections, level)
-        if estimate_tokens(text) <= request.max_tokens:
-            return text
-    return fit_tokens(text, request.max_tokens)
+    return _fit(header, sections, request.max_tokens)
 
 
 class ExtractiveSummarizer:
