@@ -30,6 +30,7 @@ from brutus.summarizers import ExtractiveSummarizer  # noqa: E402
 
 POLICIES = ("on-compaction", "after-turn", "off", "cold-cache")
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+FRACTION = 0.6  # the limit, as a share of the recording's own peak (--fraction)
 
 
 def recorded_peak(history: list) -> int:
@@ -41,13 +42,13 @@ def recorded_peak(history: list) -> int:
     return peak
 
 
-def compare(path: Path, store: SessionStore) -> dict | None:
+def compare(path: Path, store: SessionStore, fraction: float = FRACTION) -> dict | None:
     try:
         recording = load_recording(path)
     except InvalidInput:  # a transcript with no conversation in it
         return None
     peak = recorded_peak(recording.history)
-    limit = max(24_000, int(peak * 0.6) // 1000 * 1000)
+    limit = max(24_000, int(peak * fraction) // 1000 * 1000)
     if limit >= peak:
         return None  # too small a session to force a compaction
     model, limits = replay_limits(recording.history, context_limit=limit)
@@ -80,13 +81,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="only corpus files whose name holds this")
     parser.add_argument("--results", action="store_true", help="append the table to benchmarks/RESULTS.md")
+    parser.add_argument("--fraction", type=float, default=FRACTION, help="the limit as a share of each recording's peak")
     args = parser.parse_args()
     files = [p for p in all_files() if not args.only or args.only in p.name]
     rows = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, SessionStore.open(str(Path(tmp) / "cost.db")) as store:
         for path in files:
-            row = compare(path, store)
+            row = compare(path, store, args.fraction)
             if row is not None:
                 rows.append(row)
                 print(render([row]).splitlines()[-1], flush=True)
