@@ -56,9 +56,11 @@ def test_a_model_without_a_price_is_priced_as_sonnet() -> None:
 def test_compare_runs_every_policy(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "BRUTUS_DEBUG"}
     done = subprocess.run([sys.executable, "-m", "brutus", "replay", str(corpus_file("quiet-meadow")), "--context-limit", "36000",
-                           "--compare", "--json", "--db", str(tmp_path / "c.db")], capture_output=True, text=True, env=env, timeout=300)
+                           "--compare", "--json", "--plot", str(tmp_path / "c.png"), "--db", str(tmp_path / "c.db")],
+                          capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     table = json.loads(done.stdout)
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the curves and the cumulative costs
     assert table["limit"] == 36_000 and table["default"] == "on-compaction"
     assert [p["policy"] for p in table["policies"]] == ["on-compaction", "after-turn", "off", "cold-cache"]
     for row in table["policies"]:

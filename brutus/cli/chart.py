@@ -109,38 +109,47 @@ def require_matplotlib() -> None:
         raise InvalidInput("--plot needs matplotlib, which is not installed: pip install 'brutus[plot]'") from None
 
 
-def write_png(report: ReplayReport, path: str | Path) -> None:
+def write_png(report: ReplayReport | list[ReplayReport], path: str | Path) -> None:
     """The context curve as a PNG: the replayed view (before and after each step's prune or compaction),
-    the recorded session, the limit, the compaction threshold, and markers where prune / compaction ran."""
+    the recorded session, the limit, the compaction threshold, markers where prune / compaction ran, and
+    below it the cumulative cost of the requests. Several reports (``--compare``): one curve each."""
     require_matplotlib()
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    steps, view = [], []
-    for p in report.curve:
-        steps += [p.step, p.step]
-        view += [p.view_tokens, p.after_tokens]
-    figure, axes = pyplot.subplots(figsize=(10, 5), dpi=100)
+    reports = report if isinstance(report, list) else [report]
+    first = reports[0]
+    figure, (axes, money) = pyplot.subplots(2, 1, figsize=(10, 7), dpi=100, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     try:
-        axes.plot([p.step for p in report.curve], [p.original_tokens for p in report.curve], ":", color="grey",
+        axes.plot([p.step for p in first.curve], [p.original_tokens for p in first.curve], ":", color="grey",
                   label="recorded session (no limit)")
-        axes.plot(steps, view, "-", color="tab:blue", label="replayed view")
-        if report.limits.context:
-            axes.axhline(report.limits.context, color="tab:red", label=f"context limit {report.limits.context:,}")
-            label = f"compact at {report.compact_at:,}"
-            axes.axhline(report.compact_at, color="tab:orange", linestyle="--", label=label)
+        for one in reports:
+            steps, view = [], []
+            for p in one.curve:
+                steps += [p.step, p.step]
+                view += [p.view_tokens, p.after_tokens]
+            name = f" ({one.policy})" if len(reports) > 1 else ""
+            axes.plot(steps, view, "-", label=f"replayed view{name}")
+            money.plot([p.step for p in one.curve], [p.cost for p in one.curve], "-", label=f"${one.cost_usd:.3f}{name}")
+        if first.limits.context:
+            axes.axhline(first.limits.context, color="tab:red", label=f"context limit {first.limits.context:,}")
+            label = f"compact at {first.compact_at:,}"
+            axes.axhline(first.compact_at, color="tab:orange", linestyle="--", label=label)
         for kind, marker, color in (("prune", "v", "tab:green"), ("compact", "x", "tab:purple")):
-            hits = [p for p in report.curve if p.action and kind in p.action]
+            hits = [p for p in first.curve if p.action and kind in p.action]
             if hits:
                 axes.scatter([p.step for p in hits], [p.view_tokens for p in hits], marker=marker, color=color,
                              zorder=3, label=kind)
-        axes.set_xlabel("step (recorded message)")
+        money.set_xlabel("step (recorded message)")
         axes.set_ylabel("tokens in the view")
-        axes.set_title(f"brutus replay: {report.title or report.source or report.session_id}")
+        money.set_ylabel("cost so far (USD)")
+        axes.set_title(f"brutus replay: {first.title or first.source or first.session_id}")
         axes.legend(loc="upper left", fontsize="small")
+        money.legend(loc="upper left", fontsize="small")
         axes.grid(alpha=0.3)
+        money.grid(alpha=0.3)
         figure.tight_layout()
         figure.savefig(str(path), format="png")
     finally:

@@ -70,7 +70,11 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
         from .replay_output import print_comparison
 
         table = comparison(reports)
+        if plot is not None:
+            write_png(reports, plot)
         print_json(table) if as_json else print_comparison(table)
+        if plot is not None and not as_json:
+            click.echo(f"curves and costs drawn in {plot}")
         return
     report = reports[0]
     if plot is not None:
