@@ -485,3 +485,23 @@ def test_server_compaction_without_a_summary_falls_back(store: SessionStore) -> 
         conv.record(sdk.beta.messages.create(**conv.request()))
         assert all(r.accepted for r in api.requests)
     assert [c.fallback_used for c in store.compactions(conv.session_id)] == ["extractive"]
+
+
+def test_a_compaction_error_from_the_api_falls_back(store: SessionStore) -> None:
+    """The API refuses the compaction request (here: instructions over its 16,384-character limit, one of its
+    ``compaction_*`` errors): ``SummarizerError`` inside, the extractive summary outside; nothing is lost."""
+    from brutus.summarizers import AnthropicServerCompaction, SummaryRequest
+    from brutus import SummarizerError
+
+    conv = conversation(store)
+    with FakeMessagesAPI(_server_script(None)) as api:
+        sdk = client(api)
+        conv.user("hi")
+        conv.record(sdk.beta.messages.create(**conv.request()))
+        conv.tool_results([{"tool_use_id": c["id"], "content": "o" * 20_000} for c in conv.pending_calls()])
+        server = AnthropicServerCompaction(client=sdk).extending(conv.request())
+        with pytest.raises(SummarizerError, match="HTTP 400"):
+            server.summarize(SummaryRequest(history=store.filter_compacted(conv.session_id), instructions="x" * 20_000))
+        result = store.compact(conv.session_id, server, instructions="x" * 20_000)
+        assert result.fallback_used == "extractive"
+        assert not api.requests[-1].accepted
