@@ -40,6 +40,16 @@ def _rows(history: list[Any]) -> list[Any]:
     return [(m.info.role, m.info.finish, m.info.tokens, m.info.summary, [part(p) for p in m.parts]) for m in history]
 
 
+async def run_async(conv: Any, sdk: Any) -> None:
+    await conv.user("cat the files")
+    for _ in range(9):
+        message = await sdk.beta.messages.create(**await conv.request())
+        await conv.record(message)
+        calls = await conv.pending_calls()
+        if calls:
+            await conv.tool_results([{"tool_use_id": c["id"], "content": "q" * 12_000} for c in calls])
+
+
 async def test_the_async_twin_writes_and_sends_what_the_sync_one_does(store_url: str) -> None:
     astore = await AsyncSessionStore.open(store_url)
     try:
@@ -47,14 +57,8 @@ async def test_the_async_twin_writes_and_sends_what_the_sync_one_does(store_url:
         conv = astore.conversation(session.id, model=MODEL, **SETTINGS)
         assert isinstance(conv, AsyncConversation)
         with FakeMessagesAPI(_script(), context_window=30_000) as api:
-            sdk = async_client(api)
-            await conv.user("cat the files")
-            for _ in range(9):
-                message = await sdk.beta.messages.create(**await conv.request())
-                await conv.record(message)
-                calls = await conv.pending_calls()
-                if calls:
-                    await conv.tool_results([{"tool_use_id": c["id"], "content": "q" * 12_000} for c in calls])
+            async with async_client(api) as sdk:  # closed on this loop: a client left to the collector closes on another
+                await run_async(conv, sdk)
             async_requests = [r.body for r in api.requests]
             assert all(r.accepted for r in api.requests)
         async_history = await astore.messages(session.id)
