@@ -505,3 +505,19 @@ def test_a_compaction_error_from_the_api_falls_back(store: SessionStore) -> None
         result = store.compact(conv.session_id, server, instructions="x" * 20_000)
         assert result.fallback_used == "extractive"
         assert not api.requests[-1].accepted
+
+
+@pytest.mark.parametrize("bad", [dict(model=""), dict(system=42), dict(tools={"name": "x"}), dict(thinking="on"),
+                                 dict(policy={"prune": "off"})], ids=["model", "system", "tools", "thinking", "policy"])
+def test_bad_settings_are_refused_up_front(store: SessionStore, bad: dict[str, Any]) -> None:
+    session = store.create_session()
+    settings = {"model": MODEL, **bad}
+    with pytest.raises(InvalidInput):
+        store.conversation(session.id, **settings)
+
+
+def test_a_conversation_on_a_missing_session_is_refused(store: SessionStore) -> None:
+    from brutus import NotFound
+
+    with pytest.raises(NotFound):
+        store.conversation("ses_nothere", model=MODEL)

@@ -1,5 +1,5 @@
 """What ``Conversation`` and ``AsyncConversation`` share: their settings, their state between calls, and every
-decision that needs no database (the stores' I/O stays in the two classes).
+decision that needs no database (``flows.py`` orders the store actions; the two classes run them).
 
 Rules:
 
@@ -85,6 +85,14 @@ class ConversationState:
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
             raise InvalidInput("a conversation needs a model id")
+        if self.system is not None and not isinstance(self.system, (str, list)):
+            raise InvalidInput("system must be a string or a list of text blocks")
+        if self.tools is not None and not (isinstance(self.tools, list) and all(isinstance(t, Mapping) for t in self.tools)):
+            raise InvalidInput("tools must be a list of tool definitions (dicts)")
+        if self.thinking is not None and not isinstance(self.thinking, Mapping):
+            raise InvalidInput("thinking must be a dict such as {'type': 'adaptive'}")
+        if not isinstance(self.policy, ContextPolicy):
+            raise InvalidInput("policy must be a ContextPolicy")
         if self.limits is None:
             self.limits = model_limits(self.model)
         if self.max_tokens is None:
