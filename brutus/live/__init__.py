@@ -2,9 +2,8 @@
 run the context policy (prune, compact, recover) as a library call."""
 
 from .aconversation import AsyncConversation
-from .blocks import canonical
 from .conversation import Conversation
 from .core import RequestStats, is_prompt_too_long
 from .policy import ContextPolicy, plan_request
 
-__all__ = ["AsyncConversation", "ContextPolicy", "Conversation", "RequestStats", "canonical", "is_prompt_too_long", "plan_request"]
+__all__ = ["AsyncConversation", "ContextPolicy", "Conversation", "RequestStats", "is_prompt_too_long", "plan_request"]
