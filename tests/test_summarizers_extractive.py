@@ -131,13 +131,14 @@ Fixed the refresh in src/auth.py and added tests/test_login.py; the suite passes
 
 
 def test_goal_batch_has_the_six_sections() -> None:
+    # Issue 24: Goal Arc no longer repeats the first and last direction, What Was Achieved says where each turn
+    # ended, and Key Artifacts lists only what no other section already names (src/auth.py, tests/test_login.py
+    # and the failing command are named above it).
     assert summarize(login_history(), kind="goal_batch") == """\
 [GOAL BATCH]
 
 ## Goal Arc
-I worked on: Fix the login bug in src/auth.py. You must not change the public API.
-
-The arc ran over 2 user turns, ending with: Also add a regression test.
+I worked through 2 user directions in order (Human Direction).
 
 ## Human Direction
 - Fix the login bug in src/auth.py.
@@ -145,6 +146,7 @@ The arc ran over 2 user turns, ending with: Also add a regression test.
 - Also add a regression test.
 
 ## What Was Achieved
+- The test fails because the token is not refreshed.
 - Fixed the refresh in src/auth.py and added tests/test_login.py; the suite passes.
 
 ## Dead Ends
@@ -154,10 +156,7 @@ The arc ran over 2 user turns, ending with: Also add a regression test.
 - You must not change the public API.
 
 ## Key Artifacts
-- `src/auth.py`
-- `tests/test_login.py`
 - `README.md`
-- `pytest -q tests/test_auth.py`
 - `pytest -q`"""
 
 
@@ -174,9 +173,7 @@ def test_goal_batch_over_summarized_blocks_reads_their_sections() -> None:
 [GOAL BATCH]
 
 ## Goal Arc
-I worked on: Refactor the config loader.
-
-The arc ran over 2 user turns, ending with: Actually, support YAML too. Never add a new dependency.
+I worked through 2 user directions in order (Human Direction).
 
 ## Human Direction
 - Refactor the config loader.
@@ -200,7 +197,7 @@ The arc ran over 2 user turns, ending with: Actually, support YAML too. Never ad
 
 def test_empty_sections_are_omitted() -> None:
     got = summarize([user("u1", text("Hello"))], kind="goal_batch")
-    assert got == "[GOAL BATCH]\n\n## Goal Arc\nI worked on: Hello\n\n## Human Direction\n- Hello"
+    assert got == "[GOAL BATCH]\n\n## Goal Arc\nI worked on one user direction (Human Direction); it was still open.\n\n## Human Direction\n- Hello"
     assert summarize([], kind="tool_call") == "[SUMMARIZED]"
 
 

@@ -23,6 +23,7 @@ from brutus.tiers import (
     tier_view,
     view_tokens,
 )
+from brutus.tiers.goal_batch import direction_coverage, goal_batch_budget
 
 CLOCK = lambda: 1_800_000_000_000  # noqa: E731
 
@@ -51,18 +52,24 @@ SMALL = TierConfig(
 
 
 class Recording:
-    """A summarizer that records its requests and answers untagged text (the manager adds the tag)."""
+    """A summarizer that records its requests and answers untagged text (the manager adds the tag); a goal
+    batch holds a Human Direction section, as ADR-0041 asks, unless ``answer`` says what to answer."""
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, answer: str | None = None, stop_reason: str | None = None) -> None:
         self.requests = []
         self.fail = fail
+        self.answer = answer
+        self.stop_reason = stop_reason
 
     def summarize(self, request):
         self.requests.append(request)
         if self.fail:
             raise RuntimeError("provider down")
-        return Summary(text=f"{request.kind} of {len(request.history)} messages", model="recorder",
-                       tokens=TokenCounts(input=900, output=50), cost=0.25)
+        text = f"{request.kind} of {len(request.history)} messages"
+        if request.kind == "goal_batch":
+            text = self.answer if self.answer is not None else f"## Human Direction\n- as asked\n\n## What Was Achieved\n- {text}"
+        return Summary(text=text, model="recorder", tokens=TokenCounts(input=900, output=50), cost=0.25,
+                       stop_reason=self.stop_reason if request.kind == "goal_batch" else None)
 
 
 def test_the_three_strategies_run_in_order_each_on_the_view_the_last_one_left():
@@ -80,7 +87,11 @@ def test_the_three_strategies_run_in_order_each_on_the_view_the_last_one_left():
     assert report.tokens_saved == report.tokens_before - view_tokens(tier_view(result)) > 0
     assert len(result) == len(history) + report.summaries and result[: len(history)] == history
     assert all(r.kind in ("tool_call", "threshold") for r in summarizer.requests if r.max_tokens == SMALL.summary_max_tokens)
-    assert [r.max_tokens for r in summarizer.requests if r.kind == "goal_batch"] == [SMALL.goal_batch_max_tokens]
+    goal_block = next(m for m in result if (m.info.metadata or {}).get("summary_type") == "goal_batch")
+    covered = tier_metadata(goal_block).covered_tokens
+    # a goal batch is asked for within the span it replaces (it was asked for goal_batch_max_tokens before issue 24)
+    (request,) = [r for r in summarizer.requests if r.kind == "goal_batch"]
+    assert request.max_tokens == covered - 8 == goal_batch_budget(request.history, SMALL) < SMALL.goal_batch_max_tokens
 
 
 def test_a_goal_batch_request_holds_whole_turns():
@@ -104,10 +115,69 @@ def test_a_summary_message_carries_its_range_and_is_no_prefix_boundary():
     assert (info.role, info.summary, info.synthetic, info.finish, info.mode, info.agent) == (
         "assistant", False, True, "stop", "goal_batch", "compaction")
     assert info.tokens == TokenCounts() and info.cost == 0.25 and info.parent_id is None
-    assert goal.parts[0].text == "[GOAL BATCH]\ngoal_batch of 15 messages"
+    assert goal.parts[0].text == "[GOAL BATCH]\n## Human Direction\n- as asked\n\n## What Was Achieved\n- goal_batch of 15 messages"
     block = next(m for m in result if (m.info.metadata or {}).get("summary_type") == "tool_call")
     assert block.parts[0].text.startswith("[SUMMARIZED]\n") and block.info.parent_id == "u0"
     assert report.strategy("goal_batch").summary_ids == [goal.info.id]
+
+
+def _goal_batch(result):
+    (goal,) = [m for m in result if (m.info.metadata or {}).get("summary_type") == "goal_batch"]
+    return goal
+
+
+@pytest.mark.parametrize(
+    "answer, stop_reason",
+    [
+        ("## Human Direction\n- as asked\n\n## What Was Achieved\n" + "- I did a great deal\n" * 400, None),  # larger
+        ("## Human Direction\n- as asked", "max_tokens"),  # cut off
+        ("## What Was Achieved\n- everything", None),  # no Human Direction
+        ("## Human Direction\n\n## What Was Achieved\n- everything", None),  # an empty one
+    ],
+    ids=["larger-than-its-span", "cut-off", "no-human-direction", "empty-human-direction"],
+)
+def test_a_goal_batch_that_breaks_the_adr_is_replaced_by_the_extractive_one(answer, stop_reason, caplog):
+    caplog.set_level(logging.WARNING, logger="brutus.tiers")
+    history = turns(6)
+    result, report = apply_tiers(history, Recording(answer=answer, stop_reason=stop_reason), SMALL, clock=CLOCK)
+    goal = _goal_batch(result)
+    metadata = tier_metadata(goal)
+    assert (metadata.fallback, metadata.model, goal.info.model_id) == ("extractive", "extractive", "extractive")
+    assert metadata.usage.input == 900 and goal.info.cost == 0.25  # the refused call was paid for
+    assert view_tokens([goal]) <= metadata.covered_tokens
+    assert direction_coverage(goal.parts[0].text, history[:20]) == 1.0
+    assert report.strategy("goal_batch").fallbacks == 1
+    assert "goal batch from recorder refused" in caplog.text
+
+
+def test_no_goal_batch_is_written_when_none_can_keep_the_adr(monkeypatch, caplog):
+    import brutus.tiers.goal_batch as goal_batch
+
+    def broken(request):
+        raise RuntimeError("extractor broke")
+
+    monkeypatch.setattr(goal_batch, "extractive_summary", broken)
+    caplog.set_level(logging.WARNING, logger="brutus.tiers")
+    result, report = apply_tiers(turns(6), Recording(answer="## What Was Achieved\n- everything"), SMALL, clock=CLOCK)
+    assert report.strategy("goal_batch").ran and report.strategy("goal_batch").summaries == 0
+    assert not [m for m in result if (m.info.metadata or {}).get("summary_type") == "goal_batch"]
+    assert "no goal batch written" in caplog.text
+
+
+def test_a_goal_batch_is_never_larger_than_the_view_it_replaces():
+    history = turns(6, tool_tokens=600)
+    for message in history:  # long directions and replies: the old extractive text outgrew the span
+        if message.info.role == "user" or not message.parts[-1].type == "tool":
+            message.parts[0].text += " and keep the error messages as they were written" * 6
+    result, _ = apply_tiers(history, ExtractiveSummarizer(), SMALL, clock=CLOCK)
+    goal = _goal_batch(result)
+    metadata = tier_metadata(goal)
+    before = tier_view([m for m in result if m is not goal])  # the view the goal batch was cut from
+    replaced = before[: [m.info.id for m in before].index("u5")]
+    assert [m.info.id for m in replaced if m.info.role == "user"] == ["u0", "u1", "u2", "u3", "u4"]
+    assert metadata.covered_tokens == view_tokens(replaced)
+    assert view_tokens([goal]) <= metadata.covered_tokens
+    assert metadata.fallback is None and direction_coverage(goal.parts[0].text, history[:20]) == 1.0
 
 
 def test_the_summarizer_usage_does_not_change_the_context_size():

@@ -187,29 +187,45 @@ def test_the_start_of_a_kept_tail_is_never_batched():
     assert selection.start == 4
 
 
-# -- GoalBatchCompaction: goal batches of goal batches ----------------------------------------------------------
+# -- GoalBatchCompaction: a goal batch is made of turns only (issue 24) ------------------------------------------
+# These replace tests of the old contract, under which goal batches side by side were batched again (a batch
+# of 12 turns and more, without the directions of the turns in them) and 1-2 turns before a goal batch were
+# folded into it (a batch of 7 turns).
 
 
-def test_three_goal_batches_side_by_side_fold_into_one():
-    view = [goal_block(3), goal_block(6), goal_block(3)] + live(20)
-    (selection,) = goal_batch_selections(view, TierConfig())
-    assert (selection.start, selection.end, selection.turn_count, selection.turns_taken) == (0, 2, 12, 0)
-    assert not goal_batch_selections([goal_block(), goal_block()] + live(20), TierConfig())
+@pytest.mark.parametrize("blocks", [3, 6, 12])
+def test_goal_batches_are_never_batched_again(blocks):
+    view = [goal_block(3) for _ in range(blocks)] + live(20)
+    assert not GoalBatchCompaction().should_run(view, TierConfig())
+    assert [u.eligible(TierConfig(), last=False) for u in turn_units(view) if u.kind == "batch"] == [False] * blocks
 
 
-def test_turns_and_goal_batches_do_not_batch_together_in_the_usual_run():
+def test_turns_and_goal_batches_do_not_batch_together():
     view = [goal_block(), goal_block()] + done_turn() + done_turn() + live(20)
-    assert not goal_batch_selections(view, TierConfig())  # two blocks, then two turns: neither run is long enough
+    assert not goal_batch_selections(view, TierConfig())  # two blocks, then two turns: too few turns
     view = [goal_block(), goal_block()] + done_turn() + done_turn() + done_turn() + live(20)
     (selection,) = goal_batch_selections(view, TierConfig())
-    assert (selection.start, selection.turn_count) == (2, 3)
+    assert (selection.start, selection.end, selection.turn_count) == (2, 7, 3)
 
 
-def test_stragglers_before_a_goal_batch_fold_into_it():
-    straggler = done_turn()
-    view = [goal_block(3)] + straggler + [goal_block(6)] + live(20)
+def test_fewer_turns_than_the_minimum_between_goal_batches_wait():
+    between = done_turn() + done_turn()
+    view = [goal_block(3)] + between + [goal_block(6)] + live(20)
+    assert not goal_batch_selections(view, TierConfig())  # never folded into a neighbouring goal batch
+    view = [goal_block(3)] + between + done_turn() + [goal_block(6)] + live(20)
     (selection,) = goal_batch_selections(view, TierConfig())
-    assert (selection.start, selection.end, selection.turn_count, selection.turns_taken) == (1, 3, 7, 1)
+    assert (selection.start, selection.end, selection.turn_count) == (1, 6, 3)
+
+
+@pytest.mark.parametrize("minimum, maximum", [(3, 6), (2, 4), (1, 1), (5, 5)])
+def test_every_batch_holds_between_the_minimum_and_the_maximum_of_turns(minimum, maximum):
+    config = TierConfig(min_turns_to_compact=minimum, max_turns_per_batch=maximum, max_batches_per_run=50)
+    for count in range(1, 16):
+        view = [m for _ in range(count) for m in done_turn()] + live(20)
+        found = goal_batch_selections(view, config)
+        assert all(minimum <= s.turn_count <= maximum for s in found)
+        assert sum(s.turn_count for s in found) == count - count % maximum * (count % maximum < minimum)
+        assert [view[s.start].info.role for s in found] == ["user"] * len(found)
 
 
 # -- ToolCallSummarization ----------------------------------------------------------------------------------------

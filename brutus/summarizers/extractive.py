@@ -44,6 +44,7 @@ _MAX_LEVEL = 12
 _MIN_CAP = 40
 _HEADING = re.compile(r"^##\s+(.+?)\s*$", re.MULTILINE)
 _BACKTICKED = re.compile(r"`([^`\n]{1,200})`")
+_AROUND = "`'\"()[]{}<>.,;:!?"
 _CLAUSES = re.compile(r"(?<=[.!?;])\s+|\n+")
 _CONSTRAINT = re.compile(
     r"\b(must|never|always|don't|do not|should|shouldn't|should not|make sure|avoid|no longer|instead of)\b",
@@ -149,16 +150,15 @@ def _lines(texts: list[str]) -> list[str]:
 
 
 def _sentence(clause: str) -> str:
+    """A clause of a direction as a sentence of its own."""
     clause = clause.strip()
     return clause[:1].upper() + clause[1:]
 
 
-def _quoted(value: str, text: str) -> bool:
-    """Whether ``text`` already names ``value``: in backticks, or (a value without spaces, like a path) as a
-    word of its own."""
-    if f"`{value}`" in text:
-        return True
-    return not re.search(r"\s", value) and re.search(rf"(?<![\w./-]){re.escape(value)}(?![\w/-]|\.\w)", text) is not None
+def _named(texts: list[str]) -> set[str]:
+    """What ``texts`` name: their backticked spans, and their words with the punctuation around them stripped."""
+    joined = "\n".join(texts)
+    return set(_BACKTICKED.findall(joined)) | {word.strip(_AROUND) for word in joined.split()}
 
 
 def _turn_results(history: list[MessageWithParts]) -> list[str | None]:
@@ -191,14 +191,14 @@ def _goal_batch(history: list[MessageWithParts], facts: HistoryFacts, previous: 
         artifacts += _lines(parts.get("artifacts", []))
         artifacts += [_code(m) for text in parts.get("actions", []) for m in _BACKTICKED.findall(text)]
     dead_ends, constraints = list(dict.fromkeys(dead_ends)), list(dict.fromkeys(constraints))
-    said = "\n".join(facts.directions + achieved + dead_ends + constraints)
-    artifacts = [a for a in dict.fromkeys(artifacts) if not _quoted(a.strip("`"), said)]
+    named = _named(facts.directions + achieved + dead_ends + constraints)
+    artifacts = [a for a in dict.fromkeys(artifacts) if a.strip("`") not in named]
     arc: list[str] = []
     if facts.directions:
         count = len(facts.directions)
-        arc = [(f"I worked through {count} user directions in order" if count > 1 else "I worked on one user direction")
-               + " (Human Direction)" + (f"; {'it' if count == 1 else 'the last one'} was still open."
-                                         if results[-1] is None else ".")]
+        worked = f"I worked through {count} user directions in order" if count > 1 else "I worked on one user direction"
+        still_open = "" if results[-1] is not None else f"; {'it' if count == 1 else 'the last one'} was still open"
+        arc = [f"{worked} (Human Direction){still_open}."]
     return GOAL_BATCH_TAG, [
         _Section("Goal Arc", arc, 200, listed=False),
         _Section("Human Direction", facts.directions, 2_000, keep_first=True, protected=True),

@@ -1,21 +1,27 @@
 """Tiered compaction (ADR-0041, DESIGN §4 "Tiers"): tool-call summaries, threshold summaries, goal batches.
 
 Three strategies, run in order by a ``StrategyManager``, write summary messages that each cover a range of
-the session (``metadata``: summarized, summary_type, turn_count, covers); the originals stay. ``tier_view``
-puts each summary where its range was, newest covering summary first, so a ``[GOAL BATCH]`` stands for the
-``[SUMMARIZED]`` blocks it took in. ``run_tiers`` runs them on a store, ``apply_tiers`` on a history in
-memory, and ``store_view`` reads the view the model should see.
+the session (``metadata``: summarized, summary_type, turn_count, covers, covered_tokens); the originals stay.
+``tier_view`` puts each summary where its range was, newest covering summary first, so a ``[GOAL BATCH]``
+stands for the ``[SUMMARIZED]`` blocks it took in. ``run_tiers`` runs them on a store, ``apply_tiers`` on a
+history in memory, and ``store_view`` reads the view the model should see.
+
+A ``[GOAL BATCH]`` covers 3 to 6 whole turns (``min_turns_to_compact`` … ``max_turns_per_batch``), keeps the
+direction of each in its Human Direction section, is never larger than the view it replaces, and is never
+batched again: there is no tier above it. What is older than the goal batches is the prefix compaction's
+(``store.compact``, seed 004), which an agent runs at its context threshold.
 
 Modules: ``config`` (TierConfig), ``metadata`` (what a summary message carries), ``view`` (tier_view),
-``turns`` (turn detection), ``strategies`` (the three, pure), ``manager`` (the run), ``report``, ``run``
-(the store).
+``turns`` (turn detection), ``strategies`` (the three, pure), ``goal_batch`` (what a goal batch must be),
+``manager`` (the run), ``report``, ``run`` (the store).
 """
 
 from __future__ import annotations
 
 from .config import TierConfig
+from .goal_batch import direction_coverage, goal_batch_budget, goal_batch_problem
 from .manager import Append, NewSummary, StrategyManager, Summarize, apply_tiers, drive, tier_flow
-from .metadata import TIER_KINDS, TierCovers, TierKind, TierMetadata, tier_metadata
+from .metadata import TIER_KINDS, TierCovers, TierKind, TierMetadata, tier_metadata, tier_text
 from .report import StrategyReport, TierRunReport
 from .run import run_tiers, store_view
 from .strategies import (
@@ -52,7 +58,10 @@ __all__ = [
     "ToolCallSummarization",
     "Unit",
     "apply_tiers",
+    "direction_coverage",
     "drive",
+    "goal_batch_budget",
+    "goal_batch_problem",
     "goal_batch_selections",
     "is_goal_batch_block",
     "is_summarized_block",
@@ -63,6 +72,7 @@ __all__ = [
     "threshold_selections",
     "tier_flow",
     "tier_metadata",
+    "tier_text",
     "tier_view",
     "tool_call_selections",
     "turn_units",

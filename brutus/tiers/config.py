@@ -9,10 +9,12 @@ Rules:
 - ThresholdSummarization fires when the view's estimate is above ``threshold_tokens`` and leaves the newest
   ``threshold_recent_messages`` alone.
 - GoalBatchCompaction (the ADR's table): turns at least ``min_turns_old_threshold`` messages old, fired when
-  ``min_turns_to_compact`` of them sit side by side, at most ``max_turns_per_batch`` per batch, and at most
-  ``max_batches_per_run`` summarizer calls per run (the ADR's "one LLM call per compaction run").
+  ``min_turns_to_compact`` of them sit side by side, at most ``max_turns_per_batch`` per batch (so each batch
+  holds between the two), and at most ``max_batches_per_run`` summarizer calls per run (the ADR's "one LLM
+  call per compaction run").
 - Summaries are asked for within ``summary_max_tokens`` (``[SUMMARIZED]``) or ``goal_batch_max_tokens``
-  (``[GOAL BATCH]``); a request larger than ``summarizer_context`` is shrunk before it is sent.
+  (``[GOAL BATCH]``, and never more than the view it replaces); a request larger than ``summarizer_context``
+  is shrunk before it is sent.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ Rules:
 - Never crash: a summarizer failure falls back to the extractive summary, then to the truncation text (the
   compaction's ``summarize_with_fallbacks``); a request larger than ``summarizer_context`` is shrunk first.
   The text always starts with its tag: ``[SUMMARIZED]`` or ``[GOAL BATCH]``.
+- A goal batch is asked for within its span (``goal_batch_budget``) and checked before it is written
+  (``brutus.tiers.goal_batch``): one that is larger than the span it replaces, cut off or without a Human
+  Direction section is replaced by the extractive one, so no ``[GOAL BATCH]`` makes the view larger.
 - A summary message is an assistant message with ``summary`` false (it is no prefix-compaction boundary),
   ``synthetic`` true (no new conversation: a compaction after it still counts as a repeat), agent
   ``compaction``, mode its kind, the summarizer's model and cost, ``finish`` ``stop``, and the tier
@@ -31,9 +34,9 @@ from ..errors import InvalidInput
 from ..ids import new_id
 from ..models import Message, MessageTime, MessageWithParts, TextPart
 from ..summarizers.base import Summary, SummaryRequest
-from ..summarizers.prompts import GOAL_BATCH_TAG, SUMMARIZED_TAG
 from .config import TierConfig
-from .metadata import TierCovers, TierKind, TierMetadata, tier_metadata
+from .goal_batch import fit_goal_batch, goal_batch_budget
+from .metadata import TierCovers, TierKind, TierMetadata, tier_metadata, tier_text
 from .report import StrategyReport, TierRunReport
 from .strategies import DEFAULT_STRATEGIES, Selection, Strategy
 from .view import span_of, tier_view, view_tokens
@@ -92,12 +95,6 @@ class Append:
 TierFlow = Generator[Summarize | Append, Any, TierRunReport]
 
 
-def _tagged(kind: TierKind, text: str) -> str:
-    tag = GOAL_BATCH_TAG if kind == "goal_batch" else SUMMARIZED_TAG
-    text = text.strip()
-    return text if text.startswith(tag) else f"{tag}\n{text}"
-
-
 def _covered_messages(covered: Sequence[MessageWithParts]) -> int:
     total = 0
     for message in covered:
@@ -118,7 +115,8 @@ def _new_summary(selection: Selection, covered: list[MessageWithParts], summary:
         model=summary.model,
         fallback=fallback,
     )
-    return NewSummary(selection.kind, _tagged(selection.kind, summary.text), metadata, selection.parent_id, summary.model, summary.cost)
+    text = tier_text(selection.kind, summary.text)
+    return NewSummary(selection.kind, text, metadata, selection.parent_id, summary.model, summary.cost)
 
 
 def tier_flow(
@@ -144,14 +142,20 @@ def tier_flow(
         step.ran = True
         for selection in strategy.select(view, config):
             covered = selection.messages(view)
-            budget = config.goal_batch_max_tokens if selection.kind == "goal_batch" else config.summary_max_tokens
+            goal = selection.kind == "goal_batch"
+            budget = goal_batch_budget(covered, config) if goal else config.summary_max_tokens
             request = SummaryRequest(history=covered, kind=selection.kind, max_tokens=budget)
             summary, fallback = yield Summarize(shrink_request(request, config.summarizer_context))
+            if goal:
+                checked = fit_goal_batch(request, summary, fallback)
+                if checked is None:
+                    continue
+                summary, fallback = checked
             new = _new_summary(selection, covered, summary, fallback)
             stored: MessageWithParts = yield Append(new)
             history.append(stored)
             step.summaries += 1
-            step.turns += selection.turns_taken
+            step.turns += selection.turn_count
             step.messages += new.metadata.covered_messages
             step.fallbacks += fallback is not None
             step.summary_ids.append(stored.info.id)

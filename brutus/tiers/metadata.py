@@ -5,6 +5,8 @@ Rules:
 - A *tier summary* is an assistant message whose metadata has ``summarized: true`` and a ``summary_type`` of
   ``tool_call``, ``threshold`` or ``goal_batch``; its one text part starts with ``[SUMMARIZED]`` (the first
   two) or ``[GOAL BATCH]``.
+- ``covered_tokens`` is the estimate of the tier view range it replaced (``view_tokens``), to compare with the
+  summary's own estimate; a goal batch is never larger (``brutus.tiers.goal_batch``).
 - ``covers`` names the range it stands for by the ids and seqs of its first and last *original* message
   (never another summary): a block that covers earlier summaries covers what they covered.
 - ``turn_count`` is how many user turns the range touches (a goal batch: the turns it compacted).
@@ -20,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..models import MessageWithParts, TokenCounts
+from ..summarizers.prompts import GOAL_BATCH_TAG, SUMMARIZED_TAG
 
 __all__ = [
     "TIER_KINDS",
@@ -28,6 +31,7 @@ __all__ = [
     "TierMetadata",
     "claims_tier_summary",
     "tier_metadata",
+    "tier_text",
 ]
 
 TierKind = Literal["tool_call", "threshold", "goal_batch"]
@@ -83,3 +87,10 @@ def tier_metadata(message: MessageWithParts) -> TierMetadata | None:
         return TierMetadata.model_validate(message.info.metadata)
     except ValidationError:
         return None
+
+
+def tier_text(kind: TierKind, text: str) -> str:
+    """The text of a tier summary of ``kind``: ``text`` stripped, starting with its tag."""
+    tag = GOAL_BATCH_TAG if kind == "goal_batch" else SUMMARIZED_TAG
+    text = text.strip()
+    return text if text.startswith(tag) else f"{tag}\n{text}"

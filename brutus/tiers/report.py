@@ -3,7 +3,8 @@
 Token figures are ``view_tokens`` of the tier view (estimates of what would be sent): ``tokens_before`` when
 the strategy started, ``tokens_after`` once its summaries were written. A strategy that writes a block for a
 small run can make the view a little larger (``tokens_saved`` below zero): the ADR accepts that for
-``[SUMMARIZED]`` blocks because they are what makes a turn eligible for a goal batch.
+``[SUMMARIZED]`` blocks because they are what makes a turn eligible for a goal batch. A ``[GOAL BATCH]`` never
+does: it is never larger than the view it replaces (``brutus.tiers.goal_batch``).
 """
 
 from __future__ import annotations

@@ -9,15 +9,17 @@ summary nor a tier block; a range is always whole messages, so a tool call never
 2. ``ThresholdSummarization``: when the view's estimate is above ``threshold_tokens``, every run of raw
    assistant messages older than the newest ``threshold_recent_messages`` becomes one ``[SUMMARIZED]``
    block. User messages and existing summaries are never touched.
-3. ``GoalBatchCompaction``: units (``turn_units``) that are eligible — old, complete, no barrier — and sit
-   side by side form runs; a run of at least ``min_turns_to_compact`` gives a batch of its oldest units, at
+3. ``GoalBatchCompaction``: turns (``turn_units``) that are eligible — complete, old, no barrier — and sit
+   side by side form runs; a run of at least ``min_turns_to_compact`` gives a batch of its oldest turns, at
    most ``max_turns_per_batch``, and what is left of it may give more (each of at least the minimum), up to
-   ``max_batches_per_run`` batches, oldest first. Turns batch with turns; ``[GOAL BATCH]`` blocks batch with
-   blocks (a goal batch of goal batches: without it the blocks themselves would grow a floor of one block
-   per six turns). Stragglers — fewer than the minimum of eligible turns followed by an eligible goal
-   batch — can never be joined by a newer turn, so they are folded into that block whatever their number.
-   Deviation from the ADR, which counts eligible turns wherever they are: the turns of a batch must sit
-   side by side, since one message takes their place, so ``should_run`` asks for such a run.
+   ``max_batches_per_run`` batches, oldest first. So every ``[GOAL BATCH]`` covers between the minimum and
+   the maximum of whole turns (3 to 6 by default). A ``[GOAL BATCH]`` block is never batched again: ADR-0041
+   batches turns, and a goal batch's Human Direction must carry the direction of every turn it covers,
+   which a batch of batches cannot do and still be smaller than what it replaces. What is older than the
+   goal batches is the prefix compaction's (seed 004). Fewer than the minimum of eligible turns between two
+   things that are not eligible turns wait, verbatim, for a newer turn to join them or for the prefix
+   compaction. Deviation from the ADR, which counts eligible turns wherever they are: the turns of a batch
+   must sit side by side, since one message takes their place, so ``should_run`` asks for such a run.
 
 Each strategy's ``should_run(view, config)`` is whether ``select(view, config)`` finds anything. They take a
 tier view (``tier_view``): in a raw history, superseded summaries would still sit where they were written.
@@ -61,11 +63,6 @@ class Selection:
     end: int
     turn_count: int  # the user turns the block will stand for
     parent_id: str | None = None  # the user message of the turn a [SUMMARIZED] block sits in
-    new_turns: int | None = None  # user turns taken into a block for the first time (None: turn_count)
-
-    @property
-    def turns_taken(self) -> int:
-        return self.turn_count if self.new_turns is None else self.new_turns
 
     def messages(self, view: Sequence[MessageWithParts]) -> list[MessageWithParts]:
         return list(view[self.start : self.end + 1])
@@ -127,48 +124,20 @@ def threshold_selections(view: Sequence[MessageWithParts], config: TierConfig) -
     return [_block("threshold", view, start, end) for start, end in _runs(view, limit, is_raw_assistant)]
 
 
-def _batch(units: Sequence[Unit]) -> Selection:
-    return Selection(
-        "goal_batch",
-        units[0].start,
-        units[-1].end,
-        sum(u.turn_count for u in units),
-        new_turns=sum(u.turn_count for u in units if u.kind == "turn"),
-    )
-
-
-def _batches(run: Sequence[Unit], config: TierConfig) -> list[Selection]:
-    chunks = [run[first : first + config.max_turns_per_batch] for first in range(0, len(run), config.max_turns_per_batch)]
-    return [_batch(chunk) for chunk in chunks if len(chunk) >= config.min_turns_to_compact]
-
-
 def goal_batch_selections(view: Sequence[MessageWithParts], config: TierConfig) -> list[Selection]:
-    """Strategy 3: the oldest batches of eligible units sitting side by side."""
+    """Strategy 3: the oldest batches of eligible turns sitting side by side."""
     units = turn_units(view)
-    eligible = [unit.eligible(config, last=number == len(units) - 1) for number, unit in enumerate(units)]
     found: list[Selection] = []
-    first = 0
-    while first < len(units):
-        if not eligible[first]:
-            first += 1
+    run: list[Unit] = []
+    for number, unit in enumerate([*units, None]):
+        if unit is not None and unit.eligible(config, last=number == len(units) - 1):
+            run.append(unit)
             continue
-        last = first
-        while last + 1 < len(units) and eligible[last + 1] and units[last + 1].kind == units[first].kind:
-            last += 1
-        run = units[first : last + 1]
-        after = last + 1
-        if (
-            units[first].kind == "turn"
-            and len(run) < config.min_turns_to_compact
-            and after < len(units)
-            and eligible[after]
-            and units[after].kind == "batch"
-        ):
-            found.append(_batch([*run, units[after]]))  # stragglers: no turn can join them any more
-            first = after + 1
-            continue
-        found += _batches(run, config)
-        first = after
+        for first in range(0, len(run), config.max_turns_per_batch):
+            chunk = run[first : first + config.max_turns_per_batch]
+            if len(chunk) >= config.min_turns_to_compact:
+                found.append(Selection("goal_batch", chunk[0].start, chunk[-1].end, len(chunk)))
+        run = []
     return found[: config.max_batches_per_run]
 
 

@@ -6,13 +6,16 @@ Rules:
   to the next such user message or ``[GOAL BATCH]`` block. User messages that follow each other belong to one
   turn (a message sent while the agent was busy, then its answer): the ADR reads the first of them as an
   incomplete turn that would never close, which would leave it in the context for good.
-- A ``[GOAL BATCH]`` block is a unit of its own (``batch``), standing for the turns it compacted. Messages
+- A ``[GOAL BATCH]`` block is a unit of its own (``batch``), standing for the turns it compacted. It is never
+  batched again: a goal batch is made of turns, and a turn is a user message with its ``[SUMMARIZED]``
+  blocks (ADR-0041); what is older than the goal batches is the prefix compaction's (seed 004). Messages
   before the first user message (a tail, an assistant-first history) make a ``loose`` unit: never batched.
 - A turn is *complete* when it holds at least one ``[SUMMARIZED]`` block (a ``tool_call`` or ``threshold``
   summary, or an imported message whose text starts with the tag); an incomplete turn may still be in
   progress and is never eligible.
 - A unit's *age* is the number of view messages after its last one; it is *old* when that is at least
   ``min_turns_old_threshold``. The last unit of a view is never old: nothing has closed it yet.
+- A turn is *eligible* for a goal batch when it is complete, old and holds no barrier; nothing else is.
 - A unit that holds a barrier (a compaction message, a prefix summary, a kept tail's start) is never
   eligible: those belong to the prefix compaction.
 """
@@ -49,15 +52,15 @@ class Unit:
     kind: UnitKind
     start: int
     end: int
-    complete: bool  # a turn holding a [SUMMARIZED] block, or a goal batch
+    complete: bool  # a turn holding a [SUMMARIZED] block, or a goal batch (complete, never eligible)
     barrier: bool
     turn_count: int  # the user turns it stands for
     age: int  # view messages after it
 
     def eligible(self, config: TierConfig, *, last: bool) -> bool:
-        """Old enough, complete, no barrier, and not the view's last unit."""
+        """A turn that is complete, old enough, holds no barrier and is not the view's last unit."""
         old = self.age >= config.min_turns_old_threshold
-        return self.kind != "loose" and self.complete and not self.barrier and old and not last
+        return self.kind == "turn" and self.complete and not self.barrier and old and not last
 
 
 def _tagged(message: MessageWithParts, tag: str) -> bool:
