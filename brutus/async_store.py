@@ -46,7 +46,7 @@ _require_extra()
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine  # noqa: E402
 
-from .db import history_ops, ops
+from .db import edit_ops, history_ops, ops
 from .db.async_engine import make_async_engine, sync_url
 from .db.async_sqlite import DriverConnections
 from .db.checkpoint import Checkpointer
@@ -312,6 +312,20 @@ class AsyncSessionStore:
         return await self._run(
             ops.list_sessions(parent_id=parent_id, limit=limit, include_archived=include_archived), write=False
         )
+
+    async def update_session(
+        self, session_id: str, *, title: str | None = None, directory: str | None = None
+    ) -> Session:
+        """Set a session's title and/or directory (None leaves one as it is)."""
+        return await self._run(
+            edit_ops.update_session(session_id, title=title, directory=directory, now=self.clock())
+        )
+
+    async def rewind(self, session_id: str, message_id: str) -> int:
+        """Delete ``message_id`` and every later message of the session (parts, tool states, the compaction
+        markers they hold): the undo of an append. The next message takes the first deleted one's seq. Returns
+        how many messages were deleted."""
+        return await self._run(edit_ops.rewind(session_id, message_id, now=self.clock()))
 
     async def delete_session(self, session_id: str) -> None:
         """Delete a session and everything in it (messages, parts, tool states, compactions, child sessions)."""

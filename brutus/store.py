@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
-from .db import history_ops, ops
+from .db import edit_ops, history_ops, ops
 from .db.checkpoint import Checkpointer
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.fast import FastSQLite, sqlite_transaction
@@ -296,6 +296,20 @@ class SessionStore:
         return self._run(
             ops.list_sessions(parent_id=parent_id, limit=limit, include_archived=include_archived), write=False
         )
+
+    def update_session(
+        self, session_id: str, *, title: str | None = None, directory: str | None = None
+    ) -> Session:
+        """Set a session's title and/or directory (None leaves one as it is)."""
+        return self._run(
+            edit_ops.update_session(session_id, title=title, directory=directory, now=self.clock())
+        )
+
+    def rewind(self, session_id: str, message_id: str) -> int:
+        """Delete ``message_id`` and every later message of the session (parts, tool states, the compaction
+        markers they hold): the undo of an append. The next message takes the first deleted one's seq. Returns
+        how many messages were deleted."""
+        return self._run(edit_ops.rewind(session_id, message_id, now=self.clock()))
 
     def delete_session(self, session_id: str) -> None:
         """Delete a session and everything in it (messages, parts, tool states, compactions, child sessions)."""

@@ -156,6 +156,10 @@ NEXT_SEQS = prebuilt(
     .returning(S.c.last_seq)
 )
 TOUCH_SESSION = prebuilt(update(S).where(S.c.id == _b("sid")).values(updated_at=_b("now")))
+RENAME_SESSION = prebuilt(update(S).where(S.c.id == _b("sid")).values(title=_b("title"), updated_at=_b("now")))
+MOVE_SESSION = prebuilt(update(S).where(S.c.id == _b("sid")).values(directory=_b("directory"), updated_at=_b("now")))
+# rewind: the history ends before seq ``b_seq + 1``, and that seq is handed out next
+REWIND_SESSION = prebuilt(update(S).where(S.c.id == _b("sid")).values(last_seq=_b("seq"), updated_at=_b("now")))
 SET_BOUNDARY = prebuilt(
     update(S).where(S.c.id == _b("sid")).values(boundary_message_id=_b("boundary_id"), boundary_seq=_b("start"))
 )
@@ -165,6 +169,8 @@ MESSAGE_ID = prebuilt(select(M.c.id).where(M.c.id == _b("mid")))
 MESSAGE = prebuilt(select(*MESSAGE_COLUMNS).where(M.c.id == _b("mid")))
 MESSAGE_SEQ_IN_SESSION = prebuilt(select(M.c.seq).where(M.c.id == _b("mid"), M.c.session_id == _b("sid")))
 INSERT_MESSAGE = prebuilt(insert(M))
+# parts, tool states and outputs go with their messages (foreign keys, ON DELETE CASCADE)
+DELETE_MESSAGES_FROM = prebuilt(delete(M).where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq")))
 MESSAGES = prebuilt(select(*MESSAGE_COLUMNS).where(M.c.session_id == _b("sid")).order_by(M.c.seq))
 MESSAGES_FROM = prebuilt(
     select(*MESSAGE_COLUMNS).where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq")).order_by(M.c.seq)
@@ -300,6 +306,19 @@ FIRST_MESSAGE_AFTER = prebuilt(
     select(M.c.id).where(M.c.session_id == _b("sid"), M.c.seq > _b("after_seq")).order_by(M.c.seq).limit(1)
 )
 INSERT_COMPACTION = prebuilt(insert(C))
+# the markers whose compaction or summary message a rewind deletes
+DELETE_COMPACTIONS_FROM = prebuilt(
+    delete(C).where(
+        C.c.session_id == _b("sid"),
+        select(M.c.id)
+        .where(
+            M.c.session_id == _b("sid"),
+            M.c.seq >= _b("from_seq"),
+            (M.c.id == C.c.user_message_id) | (M.c.id == C.c.summary_message_id),
+        )
+        .exists(),
+    )
+)
 FAIL_COMPACTION = prebuilt(
     update(C)
     .where(C.c.id == _b("cid"), C.c.status == "pending")

@@ -8,6 +8,8 @@ Rules the rows keep:
   boundary, or the tail it keeps); every write that can move a boundary recomputes it in its transaction.
 - A tool part's output text lives in ``tool_outputs`` so marking a part pruned never rewrites the text, and
   loading a pruned part never reads it. Token estimates are stored when a part is written.
+- ``transcripts`` / ``transcript_entries`` (``brutus.integrations``, 0003) keep an agent SDK's own records
+  exactly, one row each, beside the session they are parsed into; deleting the session deletes them.
 
 Migrations (``migrations/versions``) create exactly this; a test compares them. ``create_all`` is for nothing.
 """
@@ -40,6 +42,8 @@ __all__ = [
     "PartRow",
     "SessionRow",
     "ToolOutputRow",
+    "TranscriptEntryRow",
+    "TranscriptRow",
     "ToolStateRow",
 ]
 
@@ -179,6 +183,46 @@ class CompactionRow(Base):
     boundary: Mapped[Any | None] = mapped_column(JSONType)
     created_at: Mapped[int] = mapped_column(BigInteger)
     completed_at: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class TranscriptRow(Base):
+    """An agent SDK's transcript (a Claude Agent SDK session key, an OpenAI Agents session) mirrored into the
+    brutus session ``session_id``: the SDK's key, its write time and the integration's bookkeeping."""
+
+    __tablename__ = "transcripts"
+    __table_args__ = (UniqueConstraint("sdk", "project_key", "external_id", "subpath"),)
+
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    sdk: Mapped[str] = mapped_column(String(32))
+    project_key: Mapped[str] = mapped_column(Text)  # "" where the SDK has no such scope
+    external_id: Mapped[str] = mapped_column(Text)  # the SDK's session id
+    subpath: Mapped[str] = mapped_column(Text)  # "" for a main transcript
+    last_seq: Mapped[int] = mapped_column(Integer, default=0)  # the last entry seq handed out (never reused)
+    mtime: Mapped[int] = mapped_column(BigInteger)  # storage write time, epoch ms, increasing
+    summary: Mapped[Any | None] = mapped_column(JSONType)  # SDK-owned summary state, kept verbatim
+    state: Mapped[Any | None] = mapped_column(JSONType)  # the integration's parsing state
+    created_at: Mapped[int] = mapped_column(BigInteger)
+
+
+class TranscriptEntryRow(Base):
+    """One SDK record (a Claude Code JSONL line, a Responses-API item), kept exactly, in order."""
+
+    __tablename__ = "transcript_entries"
+    __table_args__ = (
+        UniqueConstraint("session_id", "uuid"),  # the idempotency key (NULLs repeat)
+        Index(None, "session_id", "call_id"),
+    )
+
+    session_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("transcripts.session_id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str | None] = mapped_column(Text)
+    type: Mapped[str | None] = mapped_column(Text)
+    call_id: Mapped[str | None] = mapped_column(Text)  # the tool call an item opens or answers
+    message_id: Mapped[str | None] = mapped_column(ID)  # the brutus message it went into, where one is known
+    part_id: Mapped[str | None] = mapped_column(ID)
+    entry: Mapped[Any] = mapped_column(JSONType)
 
 
 # What was pruned, when, and how much: one SELECT for an operator (see README).

@@ -32,13 +32,14 @@ Rules:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ..errors import ImportFormatError
 from .claude_code_builder import NAMESPACE, SessionBuilder, ToolResult, blocks, derived_id
 from .fields import JSON
 from .plan import ImportedSession
 
-__all__ = ["NAMESPACE", "plan_claude_code"]
+__all__ = ["Chain", "NAMESPACE", "build_chains", "plan_claude_code", "task_calls"]
 
 _CONVERSATION = ("user", "assistant", "system")
 
@@ -59,8 +60,6 @@ def plan_claude_code(entries: list[Entry], *, name: str) -> list[ImportedSession
         raise ImportFormatError(f"{name}: no line names its sessionId")
     main_id = derived_id("ses", session_uuid)
     tag = re.sub(r"[^A-Za-z0-9]", "", session_uuid)[:8] or "cc"
-    results = _tool_results(conversation)
-    groups = _by_chain(conversation)
     uuids = {e.get("uuid") for _, e in conversation}
     summaries = {
         e["leafUuid"]: e.get("summary")
@@ -68,24 +67,45 @@ def plan_claude_code(entries: list[Entry], *, name: str) -> list[ImportedSession
         if e.get("type") == "summary" and isinstance(e.get("leafUuid"), str)
     }
     title = next((t for leaf, t in summaries.items() if leaf in uuids and isinstance(t, str)), None)
-    tasks = _task_calls(conversation)
+    tasks = task_calls(conversation)
     sessions: list[ImportedSession] = []
-    for root, lines in groups.items():
-        builder = SessionBuilder(name=name, tag=tag, results=results)
-        for number, entry in lines:
-            builder.add(number, entry)
-        session_id = main_id if root is None else derived_id("ses", session_uuid, root[:8])
-        cwd = (lines or conversation)[0][1].get("cwd")
+    for chain in build_chains(conversation, name=name, tag=tag):
+        builder = chain.builder
+        session_id = main_id if chain.root is None else derived_id("ses", session_uuid, chain.root[:8])
+        cwd = (chain.lines or conversation)[0][1].get("cwd")
         sessions.append(
             ImportedSession(
                 id=session_id,
-                title=(title if root is None else tasks.get(builder.first_prompt or "")) or builder.title(),
+                title=(title if chain.root is None else tasks.get(builder.first_prompt or "")) or builder.title(),
                 directory=cwd if isinstance(cwd, str) else None,
-                parent_id=None if root is None else main_id,
+                parent_id=None if chain.root is None else main_id,
                 history=builder.history(session_id=session_id),
             )
         )
     return sessions
+
+
+@dataclass(frozen=True)
+class Chain:
+    """One session's lines, built: the main chain (``root`` None) or a sidechain (its root line's uuid)."""
+
+    root: str | None
+    lines: list[Entry]
+    builder: SessionBuilder
+
+
+def build_chains(conversation: list[Entry], *, name: str, tag: str, single_chain: bool = False) -> list[Chain]:
+    """The conversation lines (uuids checked) built into one chain per session, the main chain first.
+    ``single_chain``: every line into one chain, ``isSidechain`` or not (a sub-agent's own transcript)."""
+    results = _tool_results(conversation)
+    groups = {None: conversation} if single_chain else _by_chain(conversation)
+    chains = []
+    for root, lines in groups.items():
+        builder = SessionBuilder(name=name, tag=tag, results=results)
+        for number, entry in lines:
+            builder.add(number, entry)
+        chains.append(Chain(root, lines, builder))
+    return chains
 
 
 # -- the file as a whole ---------------------------------------------------------------------------------
@@ -129,7 +149,7 @@ def _by_chain(conversation: list[Entry]) -> dict[str | None, list[Entry]]:
     return groups
 
 
-def _task_calls(conversation: list[Entry]) -> dict[str, str]:
+def task_calls(conversation: list[Entry]) -> dict[str, str]:
     """Task tool calls: their prompt → their description (the title of the sidechain they started)."""
     found: dict[str, str] = {}
     for _, entry in conversation:

@@ -27,7 +27,7 @@ from ..models import (
 )
 from .fields import JSON, model_error
 
-__all__ = ["NAMESPACE", "SessionBuilder", "ToolResult", "blocks", "derived_id"]
+__all__ = ["NAMESPACE", "SessionBuilder", "ToolResult", "blocks", "derived_id", "entry_time", "line_uuid", "prompt_title"]
 
 NAMESPACE = "claude_code"
 PROVIDER = "anthropic"
@@ -102,10 +102,7 @@ class SessionBuilder:
             self._assistant(number, entry, where)
 
     def title(self) -> str | None:
-        if self.first_prompt is None:
-            return None
-        line = self.first_prompt.strip().splitlines()[0] if self.first_prompt.strip() else ""
-        return line[:_TITLE_CHARS] or None
+        return prompt_title(self.first_prompt)
 
     def history(self, *, session_id: str) -> list[MessageWithParts]:
         self._close_boundary()
@@ -115,7 +112,7 @@ class SessionBuilder:
 
     def _user(self, number: int, entry: JSON, where: str) -> None:
         content = _content(entry, where)
-        uuid = _uuid(entry, number)
+        uuid = line_uuid(entry, number)
         synthetic = bool(entry.get("isMeta"))
         parts: list[Part] = []
         if isinstance(content, str):
@@ -159,7 +156,7 @@ class SessionBuilder:
         if not isinstance(message, dict):
             raise ImportFormatError(f"{where}: an assistant line needs a 'message' object")
         content = _content(entry, where)
-        uuid = _uuid(entry, number)
+        uuid = line_uuid(entry, number)
         key = message["id"] if isinstance(message.get("id"), str) else uuid
         self._close_boundary()
         self.recent_compaction = None
@@ -180,7 +177,7 @@ class SessionBuilder:
             draft.usage = draft.metadata["message"]["usage"] = message["usage"]
         if isinstance(message.get("stop_reason"), str):
             draft.stop_reason = draft.metadata["message"]["stop_reason"] = message["stop_reason"]
-        draft.completed = _time(entry, where)
+        draft.completed = entry_time(entry, where)
 
     def _assistant_block(self, draft: _Draft, block: JSON, uuid: str, index: int, entry: JSON, where: str) -> Part:
         kind = block.get("type")
@@ -199,7 +196,7 @@ class SessionBuilder:
 
     def _tool(self, block: JSON, entry: JSON, where: str) -> ToolPart:
         call_id = block["id"]
-        started = _time(entry, where)
+        started = entry_time(entry, where)
         state: JSON = {"status": "running", "input": block.get("input") or {}, "time": {"start": started}}
         result = self.results.get(call_id)
         if result is not None:
@@ -209,7 +206,7 @@ class SessionBuilder:
                 extra["tool_use_result"] = result.line["toolUseResult"]
             if raw is not None:
                 extra["content"] = raw
-            state["time"]["end"] = max(started, _time(result.line, f"{self.name}: line {result.number}"))
+            state["time"]["end"] = max(started, entry_time(result.line, f"{self.name}: line {result.number}"))
             state["metadata"] = {NAMESPACE: extra}
             if result.block.get("is_error"):
                 state.update(status="error", error=output or "(the tool reported an error without a message)")
@@ -223,11 +220,11 @@ class SessionBuilder:
     def _boundary(self, number: int, entry: JSON, where: str) -> None:
         self._close_boundary()
         meta = entry.get("compactMetadata") if isinstance(entry.get("compactMetadata"), dict) else {}
-        draft = self._compaction(_uuid(entry, number), entry, where, auto=meta.get("trigger") != "manual")
+        draft = self._compaction(line_uuid(entry, number), entry, where, auto=meta.get("trigger") != "manual")
         self.boundary = draft
 
     def _summary(self, number: int, entry: JSON, where: str) -> None:
-        uuid = _uuid(entry, number)
+        uuid = line_uuid(entry, number)
         content = _content(entry, where)
         text = content if isinstance(content, str) else "\n".join(
             b["text"] for b in content if b.get("type") == "text" and isinstance(b.get("text"), str)
@@ -236,7 +233,7 @@ class SessionBuilder:
         self.boundary = None
         if user is None:
             marker = {"compact_summary_uuid": uuid}
-            user = self._compaction(uuid, marker, where, auto=True, suffix="compaction", created=_time(entry, where))
+            user = self._compaction(uuid, marker, where, auto=True, suffix="compaction", created=entry_time(entry, where))
         summary = self._draft("assistant", uuid, entry, where)
         summary.fields.update(parent_id=user.id, summary=True, finish="stop", mode="compaction", agent="compaction")
         summary.parts = [TextPart(id=self._id("prt", uuid, "summary"), text=text)]
@@ -279,7 +276,7 @@ class SessionBuilder:
         draft = _Draft(
             id=self._id("msg", uuid, *([suffix] if suffix else [])),
             role=role,
-            created=created if created is not None else _time(entry, where),
+            created=created if created is not None else entry_time(entry, where),
             metadata=keep,
         )
         if self.pending_notices:
@@ -313,6 +310,14 @@ class SessionBuilder:
 # -- values ------------------------------------------------------------------------------------------------
 
 
+def prompt_title(prompt: str | None) -> str | None:
+    """A session's title from its first prompt: the prompt's first line, cut to 80 characters."""
+    if prompt is None:
+        return None
+    line = prompt.strip().splitlines()[0] if prompt.strip() else ""
+    return line[:_TITLE_CHARS] or None
+
+
 def derived_id(prefix: str, *keys: str) -> str:
     """``prefix_key1_key2…`` when that is a valid brutus id, else ``prefix_`` and a digest of the keys."""
     candidate = "_".join((prefix, *keys))
@@ -321,7 +326,8 @@ def derived_id(prefix: str, *keys: str) -> str:
     return f"{prefix}_{hashlib.sha256('/'.join(keys).encode('utf-8', 'surrogatepass')).hexdigest()[:40]}"
 
 
-def _uuid(entry: JSON, number: int) -> str:
+def line_uuid(entry: JSON, number: int) -> str:
+    """The key a line's message and part ids derive from: its uuid, else its line number."""
     uuid = entry.get("uuid")
     return uuid if isinstance(uuid, str) and uuid else f"line{number}"
 
@@ -330,7 +336,8 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _time(entry: JSON, where: str) -> int:
+def entry_time(entry: JSON, where: str) -> int:
+    """A line's ``timestamp`` in epoch ms (``ImportFormatError`` when it has no valid ISO timestamp)."""
     stamp = entry.get("timestamp")
     try:
         moment = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
