@@ -92,3 +92,19 @@ def test_every_command_has_help() -> None:
         assert command.help, f"`brutus {name}` has no help text"
         result = run(*name.split(), "--help")
         assert result.returncode == 0 and "Usage" in result.stdout
+
+
+def test_sessions_delete(store_url: str) -> None:
+    from corpus_helpers import corpus_file
+
+    created = json.loads(run("import", str(corpus_file("0a725fb5")), "--db", store_url, "--json").stdout)["created"]
+    main, child = created  # the main session and its sub-agent's
+    refused = run("sessions", "delete", main, "--db", store_url)  # no terminal to ask on, no --yes
+    assert refused.returncode == 1 and "needs --yes" in refused.stderr
+    assert len(json.loads(run("sessions", "list", "--db", store_url, "--json").stdout)) == 2
+    done = run("sessions", "delete", main, "--yes", "--db", store_url)
+    assert done.returncode == 0 and done.stdout.strip() == f"deleted {main} and 1 child session"
+    assert json.loads(run("sessions", "list", "--db", store_url, "--json").stdout) == []
+    assert run("check", "--db", store_url).returncode == 0  # nothing orphaned
+    again = run("sessions", "delete", main, "--yes", "--db", store_url)
+    assert again.returncode == 1 and "session not found" in again.stderr

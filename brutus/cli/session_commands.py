@@ -1,4 +1,4 @@
-"""``brutus sessions list`` and ``brutus show``: look at what the store holds."""
+"""``brutus sessions list|delete`` and ``brutus show``: look at what the store holds, and remove a session."""
 
 from __future__ import annotations
 
@@ -14,7 +14,40 @@ def register(cli: click.Group) -> None:
 
 @click.group()
 def sessions() -> None:
-    """List sessions."""
+    """List or delete sessions."""
+
+
+@sessions.command("delete")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--yes", is_flag=True, help="Delete without asking (needed when there is no terminal to ask on).")
+@db_option
+def delete(session_id: str, yes: bool, db: str | None) -> None:
+    """Delete a session and everything in it: messages, parts, tool states, compactions, child sessions."""
+    import sys
+
+    from ..errors import InvalidInput
+
+    store = open_store(db, create=False)
+    try:
+        session = store.get_session(session_id)  # NotFound before any question
+        children = store.list_sessions(parent_id=session_id)
+        if not yes:
+            if not sys.stdin.isatty():
+                raise InvalidInput(f"deleting {session_id} needs --yes when there is no terminal to ask on")
+            click.echo(f"{session_id}: {_count(session.message_count, 'message')}{_children(children)}")
+            click.confirm("delete it?", abort=True)
+        store.delete_session(session_id)
+    finally:
+        store.close()
+    click.echo(f"deleted {session_id}{_children(children)}")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _children(children: list) -> str:
+    return f" and {_count(len(children), 'child session')}" if children else ""
 
 
 @sessions.command("list")
