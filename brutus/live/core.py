@@ -80,6 +80,7 @@ class ConversationState:
     overflow: bool = False  # a reactive compaction is due
     blocked_turns: int = -1  # no automatic compaction until the user turn after this count
     last_request_ms: int | None = None
+    parent_id: str | None = None  # the newest user message, as the last render or user() saw it (record's parent)
     last: RequestStats = field(default_factory=RequestStats)
 
     def __post_init__(self) -> None:
@@ -177,6 +178,7 @@ class ConversationState:
         )
         self.previous = rendered.prefixes
         self.pending_prefix = rendered.prefixes[-1]
+        self.parent_id = next((m.info.id for m in reversed(view) if m.info.role == "user"), None)
         self.last.first_change = rendered.first_change
         self.last.stripped = rendered.stripped
         self.last.drop_block = rendered.mismatched

@@ -54,6 +54,7 @@ Flow = Generator[Any, Any, Any]
 
 def user(state: ConversationState, content: Any) -> Flow:
     appended = yield Append([state.user_message(content)])
+    state.parent_id = appended[0].info.id
     return appended[0].info
 
 
@@ -94,8 +95,10 @@ def record(state: ConversationState, response: Any, now: int) -> Flow:
     """One response, in one transaction. One that opens with a compaction block (the API compacted at its
     threshold) is a completed boundary: a user message holding a ``compaction`` part goes in before it, and
     the response is its summary."""
-    view = yield Load()
-    parent = next((m.info.id for m in reversed(view) if m.info.role == "user"), None)
+    parent = state.parent_id
+    if parent is None:  # no request() or user() in this process yet: ask the store
+        view = yield Load()
+        parent = next((m.info.id for m in reversed(view) if m.info.role == "user"), None)
     item = state.assistant_message(response, parent, now)
     content = item["info"]["metadata"][KEY]["response"]["content"]
     items = [item]
@@ -104,6 +107,7 @@ def record(state: ConversationState, response: Any, now: int) -> Flow:
         items.insert(0, {"info": {"id": marker_id, "role": "user", "time": {"created": now}},
                          "parts": [{"type": "compaction", "auto": True}]})
         item["info"].update(parent_id=marker_id, summary=True)
+        state.parent_id = marker_id
     appended = yield Append(items)
     return appended[-1].info
 
