@@ -4,6 +4,7 @@ one at a time, and cancellation leaving the session as a crash would."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 
 import pytest
@@ -122,25 +123,25 @@ async def test_cancelled_mid_summary_leaves_the_session_as_a_crash_would(stores)
 async def test_the_loop_keeps_running_during_a_sync_only_summarizer(stores) -> None:
     sync, astore = stores
     session_id = write_history(sync, _spec())
-    ticks = 0
+    entered, released = threading.Event(), threading.Event()
 
-    class Slow:
+    class Blocking:
+        """Blocks until the event loop releases it: on the loop's own thread it would wait for itself."""
+
         def summarize(self, request):
-            import time
-
-            time.sleep(0.3)  # a blocking summarizer runs in a worker thread, not on the loop
+            entered.set()
+            if not released.wait(10):
+                raise AssertionError("the event loop did not run while the summarizer blocked")
             return Summary(text="done", model="m")
 
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0.01)
+    async def release_from_the_loop() -> None:
+        await asyncio.to_thread(entered.wait, 10)
+        released.set()
 
-    tick_task = asyncio.create_task(ticker())
-    await astore.compact(session_id, Slow())
-    tick_task.cancel()
-    assert ticks >= 10
+    releaser = asyncio.create_task(release_from_the_loop())
+    result = await astore.compact(session_id, Blocking())
+    await releaser
+    assert released.is_set() and result.summary_message.info.summary
 
 
 async def test_run_tiers_from_async_code(stores) -> None:

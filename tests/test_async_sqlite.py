@@ -113,9 +113,17 @@ async def test_concurrent_calls_each_have_a_connection_and_five_are_kept(tmp_pat
 
 
 async def test_a_batch_cancelled_waiting_for_begin_writes_nothing_and_the_store_goes_on(
-    tmp_path, taken: list[Any]
+    tmp_path, taken: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "d.db"
+    beginning = threading.Event()
+    in_batch = AsyncSessionStore._drive_in_batch
+
+    def begins(self: AsyncSessionStore, driver: Any, op: Any) -> Any:
+        beginning.set()
+        return in_batch(self, driver, op)
+
+    monkeypatch.setattr(AsyncSessionStore, "_drive_in_batch", begins)
     async with await AsyncSessionStore.open(f"sqlite:///{path}") as store:
         ses = await store.create_session()
         holder = sqlite3.connect(path, isolation_level=None)
@@ -126,9 +134,9 @@ async def test_a_batch_cancelled_waiting_for_begin_writes_nothing_and_the_store_
                 await store.append_message(ses.id, "user", agent="cancelled")
 
         task = asyncio.create_task(unit())
-        await asyncio.sleep(0.2)  # its BEGIN IMMEDIATE waits for the lock in aiosqlite's thread
+        assert await asyncio.to_thread(beginning.wait, 10)  # its BEGIN IMMEDIATE goes to aiosqlite's thread
         task.cancel()
-        asyncio.get_running_loop().call_later(0.2, holder.execute, "ROLLBACK")
+        holder.execute("ROLLBACK")  # the BEGIN gets the lock only now, after the cancel
         with pytest.raises(asyncio.CancelledError):
             await task
         # the connection went back after its ROLLBACK was queued behind the BEGIN: the next call uses it
@@ -147,13 +155,16 @@ async def test_a_batch_that_raises_or_is_cancelled_inside_writes_nothing(tmp_pat
                 await store.append_message(ses.id, "user", agent="raised")
                 raise Boom
 
+        inside, never = asyncio.Event(), asyncio.Event()
+
         async def unit() -> None:
             async with store.batch():
                 await store.append_message(ses.id, "user", agent="cancelled")
-                await asyncio.sleep(10)
+                inside.set()
+                await never.wait()
 
         task = asyncio.create_task(unit())
-        await asyncio.sleep(0.1)
+        await inside.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -177,8 +188,7 @@ async def test_close_waits_for_no_call_and_closes_the_connection_in_use_when_giv
 
     monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", held)
     task = asyncio.create_task(store.append_message(ses.id, "user", agent="in flight"))
-    while not entered.is_set():
-        await asyncio.sleep(0.01)
+    assert await asyncio.to_thread(entered.wait, 10)
     await store.close()
     assert is_open(taken[0])  # still running the call
     release.set()

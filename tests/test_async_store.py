@@ -27,6 +27,7 @@ from sqlalchemy import delete, select, text
 from sqlalchemy.engine import make_url
 from test_store import ALL_PARTS
 
+import brutus.async_store
 from brutus import (
     AsyncSessionStore,
     BrutusError,
@@ -589,13 +590,46 @@ async def test_opening_while_another_process_migrates_does_not_block_the_loop(db
     assert longest < HOLD / 2
 
 
-async def test_a_cancelled_call_writes_nothing_and_the_store_goes_on(astore: AsyncSessionStore, store_url: str) -> None:
+def waiting_for_the_lock(url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[], bool]:
+    """A blocking check that a call of the store is waiting for the ``LockHolder``'s lock (or about to, on
+    SQLite: its BEGIN IMMEDIATE has been handed to aiosqlite's thread, which cannot report the wait)."""
+    parsed = make_url(sync_url(url))
+    if parsed.get_backend_name() == "sqlite":
+        begun = threading.Event()
+        original = brutus.async_store.sqlite_transaction
+
+        def begins(*args: Any, **kwargs: Any) -> Any:
+            begun.set()
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(brutus.async_store, "sqlite_transaction", begins)
+        return lambda: begun.wait(10)
+
+    def waiter_seen() -> bool:  # PostgreSQL reports a backend waiting on a lock
+        dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(dsn, autocommit=True) as watcher:
+            for _ in range(1000):
+                row = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                ).fetchone()
+                if row and row[0]:
+                    return True
+                time.sleep(0.01)  # polling the server's view, not waiting for a guess
+        return False
+
+    return waiter_seen
+
+
+async def test_a_cancelled_call_writes_nothing_and_the_store_goes_on(
+    astore: AsyncSessionStore, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ses = await astore.create_session()
     holder = LockHolder(store_url, ses.id)
+    waiting = waiting_for_the_lock(store_url, monkeypatch)
     task = asyncio.create_task(astore.append_message(ses.id, "user", agent="cancelled"))
-    await asyncio.sleep(0.2)  # the append is waiting for the lock now
+    assert await asyncio.to_thread(waiting)
     task.cancel()
-    asyncio.get_running_loop().call_later(0.2, holder.release)
+    holder.release()  # the call gets the lock only after it was cancelled
     with pytest.raises(asyncio.CancelledError):
         await task
     msg = await astore.append_message(ses.id, "user", agent="after")
@@ -705,10 +739,9 @@ async def test_sqlite_a_call_cancelled_in_the_driver_thread_writes_nothing(
         ses = await store.create_session()
         monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", held)
         task = asyncio.create_task(store.append_message(ses.id, "user", agent="cancelled"))
-        while not entered.is_set():
-            await asyncio.sleep(0.01)
+        assert await asyncio.to_thread(entered.wait, 10)
         task.cancel()  # the operation is running in aiosqlite's thread: it finishes, its transaction does not
-        asyncio.get_running_loop().call_later(0.1, release.set)
+        release.set()
         with pytest.raises(asyncio.CancelledError):
             await task
         msg = await store.append_message(ses.id, "user", agent="after")
