@@ -92,11 +92,14 @@ def test_inside_a_batch_the_thread_waits_for_the_commit(tmp_path: Path) -> None:
     store = SessionStore.open(f"sqlite:///{path}")
     session_id = store.create_session().id
     assert _wait_for(lambda: store._checkpointer.runs == 1)
+    asked: list[bool] = []
+    committed = store._checkpointer.committed
+    store._checkpointer.committed = lambda: (asked.append(True), committed())[1]  # type: ignore[method-assign]
     with store.batch():
         for step in range(3):
             agent_step(store, session_id, f"step {step}")
-        time.sleep(0.2)
-        assert store._checkpointer.runs == 1  # nothing committed yet, nothing to checkpoint
+        assert asked == []  # nothing committed yet: no checkpoint asked for
+        assert store._checkpointer.runs == 1
     assert _wait_for(lambda: store._checkpointer.runs == 2)
     store.close()
 
@@ -125,9 +128,11 @@ def test_the_async_store_checkpoints_in_the_background_too(tmp_path: Path) -> No
             await store.append_message(session_id, "assistant")
         assert await asyncio.to_thread(_wait_for, lambda: store._checkpointer.runs == 2)
         runs = store._checkpointer.runs
+        asked: list[bool] = []
+        committed = store._checkpointer.committed
+        store._checkpointer.committed = lambda: (asked.append(True), committed())[1]
         await store.get_session(session_id)
-        await asyncio.sleep(0.2)
-        assert store._checkpointer.runs == runs  # a read commits nothing
+        assert asked == [] and store._checkpointer.runs == runs  # a read commits nothing: no checkpoint asked
         await store.close()
         return runs, len(_checkpoint_threads(path))
 
