@@ -18,3 +18,10 @@ def test_every_subpackage_is_packaged() -> None:
     assert found <= listed, f"missing from pyproject packages: {sorted(found - listed)}"
     assert {"brutus._migrations", "brutus._migrations.versions"} <= listed
     assert (ROOT / "migrations" / "env.py").is_file()
+
+
+def test_the_package_says_it_is_typed() -> None:
+    """PEP 561: type checkers read brutus's annotations only when ``py.typed`` ships in the package."""
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "py.typed" in package_data["brutus"]
+    assert (ROOT / "brutus" / "py.typed").is_file()
