@@ -5,6 +5,9 @@
 - Flatness: ``filter_compacted`` + ``to_anthropic`` on sessions of 1K, 10K and 100K messages (20K at most
   with --quick) whose last completed boundary is 200 messages back: the cost should follow the view, not the
   history (goal: the largest within 2x of 1K).
+- What an agent waits for before every model call: ``Conversation.request()`` (policy check + render) on
+  the same sessions, against OpenAI Agents' ``SQLiteSession.get_items()`` of as many items as the 10K
+  session has messages (goal: <= 0.1x; and the largest within 2x of 1K), when ``openai-agents`` is installed.
 - Boundary write: appending a compaction (its part, then the finished summary) on a session with no earlier
   boundary, which makes the store look for the newest boundary in the whole history.
 """
@@ -94,9 +97,12 @@ def raw_load(path: Path, session_id: str, repeats: int) -> dict:
 
 
 def measure_view(store: SessionStore, session_id: str, repeats: int) -> dict[str, Any]:
-    """filter_compacted, to_anthropic, and the two together, on one session."""
+    """filter_compacted, to_anthropic, the two together, and a live ``Conversation.request()``, on one session."""
     view = store.filter_compacted(session_id)
+    conversation = store.conversation(session_id, model="claude-sonnet-4-5", system="You are a coding agent.")
+    conversation.user("go on")  # a view that ends with the user: request() writes nothing
     return {
+        "request": timed(conversation.request, repeats=repeats),
         "view_messages": len(view),
         "anthropic_messages": len(to_anthropic(view)["messages"]),
         "filter_compacted": timed(lambda: store.filter_compacted(session_id), repeats=repeats),
@@ -123,7 +129,8 @@ def flatness(cfg: Config, repeats: int) -> tuple[Table, list[Goal], dict]:
     base = data[sizes[0]]["both"]["median"]
     table = Table(
         "the model's view of a long session: filter_compacted + to_anthropic, boundary 200 messages back",
-        ["messages in session", "view", "filter_compacted ms", "to_anthropic ms", "both ms", f"vs {sizes[0]:,}"],
+        ["messages in session", "view", "filter_compacted ms", "to_anthropic ms", "both ms", f"vs {sizes[0]:,}",
+         "request() ms"],
     )
     for size, result in rows:
         both = result["both"]["median"]
@@ -134,6 +141,7 @@ def flatness(cfg: Config, repeats: int) -> tuple[Table, list[Goal], dict]:
             result["to_anthropic"]["median"],
             both,
             ratio(both, base),
+            result["request"]["median"],
         )
     table.notes.append(
         f"median of {repeats}; sessions built in {', '.join(str(data[s]['build_s']) + ' s' for s in sizes)} "
@@ -144,9 +152,59 @@ def flatness(cfg: Config, repeats: int) -> tuple[Table, list[Goal], dict]:
             f"view of {sizes[-1]:,} messages <= 2x the view of {sizes[0]:,}",
             ratio(data[sizes[-1]]["both"]["median"], base),
             2.0,
-        )
+        ),
+        Goal(
+            f"Conversation.request() on {sizes[-1]:,} messages <= 2x on {sizes[0]:,}",
+            ratio(data[sizes[-1]]["request"]["median"], data[sizes[0]]["request"]["median"]),
+            2.0,
+        ),
     ]
     return table, goals, data
+
+
+def get_items_ms(cfg: Config, items: int, repeats: int) -> float | None:
+    """OpenAI Agents' ``SQLiteSession.get_items()`` of ``items`` items (the benchmark's four-item turns), in
+    this process; None when ``openai-agents`` is not installed."""
+    import asyncio
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))  # the peer scripts import _common as top-level
+    try:
+        from agents import SQLiteSession
+        from openai_agents import turn_items
+    except ImportError:
+        return None
+
+    session = SQLiteSession("peer", db_path=cfg.workdir(NAME) / "sqlitesession.db")
+    loop = asyncio.new_event_loop()
+    try:
+        for start in range(0, items // ITEMS_PER_TURN, 250):
+            batch = [item for i in range(start, min(start + 250, items // ITEMS_PER_TURN)) for item in turn_items(i)]
+            loop.run_until_complete(session.add_items(batch))
+        return timed(lambda: loop.run_until_complete(session.get_items()), repeats=repeats)["median"]
+    finally:
+        session.close()
+        loop.close()
+
+
+def waits(cfg: Config, flat: dict, repeats: int) -> tuple[Table, list[Goal]]:
+    """request() on the 10K session against SQLiteSession.get_items() of 10K items."""
+    size = 10_000 if 10_000 in flat else max(flat)
+    peer = get_items_ms(cfg, size, repeats)
+    mine = flat[size]["request"]["median"]
+    table = Table(
+        "what an agent waits for before each model call, on a session of "
+        f"{size:,} messages / items",
+        ["store", "call", "ms", "vs SQLiteSession"],
+    )
+    table.add("brutus", "Conversation.request() (policy + render, boundary 200 back)", mine, ratio(mine, peer))
+    if peer is not None:
+        table.add("openai-agents", "SQLiteSession.get_items()", peer, 1.0)
+    else:
+        table.notes.append("openai-agents is not installed here: no SQLiteSession to compare with")
+    goal = Goal(f"Conversation.request() on {size:,} messages <= 0.1x SQLiteSession.get_items() of {size:,} items",
+                ratio(mine, peer), 0.1)
+    return table, [goal]
 
 
 def boundary_write(cfg: Config) -> tuple[Table, dict]:
@@ -180,6 +238,9 @@ def run(cfg: Config) -> Section:
     repeats = cfg.pick(7, 5, 2)
     full_table, full_goals, full = full_history(cfg, repeats)
     flat_table, flat_goals, flat = flatness(cfg, cfg.pick(11, 9, 2))
+    wait_table, wait_goals = waits(cfg, flat, cfg.pick(11, 9, 2))
     write_table, writes = boundary_write(cfg)
     data = {"repeats": repeats, "full_history": full, "view": flat, "boundary_write_ms": writes}
-    return Section(NAME, [full_table, flat_table, write_table], full_goals + flat_goals, data)
+    return Section(
+        NAME, [full_table, flat_table, wait_table, write_table], full_goals + flat_goals + wait_goals, data
+    )

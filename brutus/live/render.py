@@ -80,9 +80,16 @@ def without_cache_control(value: Any) -> Any:
     return value
 
 
+def hashed(value: Any) -> bytes:
+    """``canonical(without_cache_control(value))``, without copying ``value`` when it holds no
+    ``cache_control`` key (rendered messages hold one only when the caller's own content blocks did)."""
+    data = canonical(value)
+    return canonical(without_cache_control(value)) if b'"cache_control"' in data else data
+
+
 def prefix_seed(system: Any, tools: Any) -> Any:
     """The running hash of a request's prefix before its first message."""
-    return hashlib.sha256(canonical({"system": without_cache_control(system), "tools": without_cache_control(tools)}))
+    return hashlib.sha256(hashed({"system": system, "tools": tools}))
 
 
 def _tool_results(content: Sequence[Mapping[str, Any]], parts: Sequence[Any]) -> list[Block]:
@@ -202,7 +209,7 @@ def render_messages(
         restarts = message["content"] and message["content"][0].get("type") == "compaction"  # its thinking binds from there
         if record is not None and not restarts and record.get("prefix") not in (None, digest):
             invalid.append(index)
-        running.update(canonical(without_cache_control(message)))
+        running.update(hashed(message))
     prefixes.append(running.hexdigest())
     if invalid:  # every later block's prefix holds the first changed one: all of them are invalid
         invalid = sorted(i for i in recorded if i >= invalid[0])
@@ -235,6 +242,6 @@ def _strip(messages: list[dict[str, Any]], invalid: list[int], system: Any, tool
     prefixes = []
     for message in out:
         prefixes.append(running.hexdigest())
-        running.update(canonical(without_cache_control(message)))
+        running.update(hashed(message))
     prefixes.append(running.hexdigest())
     return out, prefixes
