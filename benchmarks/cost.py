@@ -1,13 +1,14 @@
 """What each context policy costs on the real sessions of the corpus (DESIGN §5 "cost", issue 21).
 
-For every corpus session, at a context limit that forces at least one compaction (60% of the recording's own
-peak, at least 24,000 tokens), replays the session under each of the four ``ContextPolicy`` prune modes with
-the offline extractive summarizer and prices every simulated request with prompt caching
-(``brutus.replay_cost``). Prints one table per run and, with ``--results``, appends it to
+For every corpus session, at context limits that force at least one compaction (50%, 70% and 90% of the
+recording's own peak, at least 24,000 tokens), replays the session under each of the four ``ContextPolicy``
+prune modes with the offline extractive summarizer and prices every simulated request with prompt caching
+(``brutus.replay_cost``). Prints one table (a row per session and limit, with the tokens each policy's prunes
+marked) and a summary of the goal (DESIGN §5 "cost"); with ``--results``, adds both, newest first, to
 ``benchmarks/RESULTS.md``.
 
-    python benchmarks/cost.py                    # the whole corpus: a few minutes on two cores
-    python benchmarks/cost.py --only kind-meadow --results
+    python benchmarks/cost.py                    # the whole corpus: about a minute on two cores
+    python benchmarks/cost.py --only kind-meadow --fraction 0.6 --results
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from brutus.summarizers import ExtractiveSummarizer  # noqa: E402
 
 POLICIES = ("on-compaction", "after-turn", "off", "cold-cache")
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-FRACTION = 0.6  # the limit, as a share of the recording's own peak (--fraction)
+FRACTIONS = (0.5, 0.7, 0.9)  # the limits, as shares of the recording's own peak (--fraction)
 
 
 def recorded_peak(history: list) -> int:
@@ -42,7 +43,7 @@ def recorded_peak(history: list) -> int:
     return peak
 
 
-def compare(path: Path, store: SessionStore, fraction: float = FRACTION) -> dict | None:
+def compare(path: Path, store: SessionStore, fraction: float) -> dict | None:
     try:
         recording = load_recording(path)
     except InvalidInput:  # a transcript with no conversation in it
@@ -65,38 +66,72 @@ def compare(path: Path, store: SessionStore, fraction: float = FRACTION) -> dict
 
 def render(rows: list[dict]) -> str:
     lines = [
-        "| session | limit | " + " | ".join(f"{p} $ (reads)" for p in POLICIES) + " | default vs after-turn | compactions (default) |",
-        "|---|---:|" + "---:|" * len(POLICIES) + "---:|---:|",
+        "| session | limit | " + " | ".join(f"{p} $ (reads)" for p in POLICIES)
+        + " | tokens pruned (after-turn) | default vs after-turn | compactions (default) |",
+        "|---|---:|" + "---:|" * len(POLICIES) + "---:|---:|---:|",
     ]
     for row in rows:
         by = {p["policy"]: p for p in row["policies"]}
         base, after = by["on-compaction"], by["after-turn"]
-        saving = 1 - base["cost_usd"] / after["cost_usd"] if after["cost_usd"] else 0.0
         cells = " | ".join(f"{by[p]['cost_usd']:.3f} ({by[p]['cache_read_share']:.0%})" for p in POLICIES)
-        lines.append(f"| {row['session']} | {row['limit']:,} | {cells} | {saving:+.1%} | {base['compactions']} |")
+        lines.append(
+            f"| {row['session']} | {row['limit']:,} | {cells} | {after['pruned_tokens']:,} | {saving(row):+.1%} "
+            f"| {base['compactions']} |"
+        )
     return "\n".join(lines)
+
+
+def saving(row: dict) -> float:
+    """How much cheaper the default is than ``after-turn`` (negative: dearer)."""
+    by = {p["policy"]: p["cost_usd"] for p in row["policies"]}
+    return 1 - by["on-compaction"] / by["after-turn"] if by["after-turn"] else 0.0
+
+
+def verdict(rows: list[dict]) -> str:
+    """The goal, counted: cheapest of the four, >= 25% cheaper than after-turn, peak under the limit."""
+    cheapest = sum(
+        1 for r in rows
+        if all(r["policies"][0]["cost_usd"] <= p["cost_usd"] + 1e-9 for p in r["policies"])
+    )
+    tied = sum(1 for r in rows if len({round(p["cost_usd"], 6) for p in r["policies"]}) == 1)
+    pruning = [r for r in rows if next(p for p in r["policies"] if p["policy"] == "after-turn")["pruned_tokens"]]
+    quarter = sum(1 for r in rows if saving(r) >= 0.25)
+    under = sum(1 for r in rows if r["policies"][0]["peak_tokens"] < r["limit"])
+    savings = ", ".join(f"{saving(r):+.1%}" for r in pruning) or "none"
+    return (
+        f"{len(rows)} runs (session x limit): the default is the cheapest (or tied) in {cheapest}, all four cost "
+        f"the same in {tied}; after-turn prunes anything in {len(pruning)} (the default's saving there: "
+        f"{savings}); >= 25% cheaper than after-turn in {quarter}; peak under the limit in {under}."
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="only corpus files whose name holds this")
-    parser.add_argument("--results", action="store_true", help="append the table to benchmarks/RESULTS.md")
-    parser.add_argument("--fraction", type=float, default=FRACTION, help="the limit as a share of each recording's peak")
+    parser.add_argument("--results", action="store_true", help="add the table to benchmarks/RESULTS.md (newest first)")
+    parser.add_argument(
+        "--fraction", type=float, action="append", help="a limit as a share of each recording's peak (repeatable)"
+    )
     args = parser.parse_args()
+    fractions = args.fraction or FRACTIONS
     files = [p for p in all_files() if not args.only or args.only in p.name]
-    rows = []
+    rows: list[dict] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, SessionStore.open(str(Path(tmp) / "cost.db")) as store:
         for path in files:
-            row = compare(path, store, args.fraction)
-            if row is not None:
-                rows.append(row)
-                print(render([row]).splitlines()[-1], flush=True)
-    table = render(rows)
-    print(f"\n{table}\n\n{len(rows)} sessions in {time.perf_counter() - started:.0f} s")
-    if args.results:
-        with RESULTS.open("a") as out:
-            out.write(f"\n## {dt.date.today()}: cost per context policy (`benchmarks/cost.py`)\n\n{table}\n")
+            for fraction in fractions:
+                row = compare(path, store, fraction)
+                seen = {(r["session"], r["limit"]) for r in rows}  # small sessions: every fraction is the floor
+                if row is not None and (row["session"], row["limit"]) not in seen:
+                    rows.append(row)
+                    print(render([row]).splitlines()[-1], flush=True)
+    table, summary = render(rows), verdict(rows)
+    print(f"\n{table}\n\n{summary}\n{len(rows)} runs in {time.perf_counter() - started:.0f} s")
+    if args.results:  # newest first: after the file's introduction, before the first entry
+        entry = f"## {dt.date.today()}: cost per context policy (`benchmarks/cost.py`)\n\n{table}\n\n{summary}\n\n"
+        text = RESULTS.read_text()
+        at = text.find("\n## ") + 1 if "\n## " in text else len(text)
+        RESULTS.write_text(text[:at] + entry + text[at:])
 
 
 if __name__ == "__main__":

@@ -448,6 +448,7 @@ def comparison(reports: Sequence[ReplayReport]) -> dict[str, Any]:
                 "peak_tokens": r.max_view_tokens,
                 "compactions": len(r.compactions),
                 "stalls": len(r.stalls),
+                "pruned_tokens": r.pruned_tokens + sum(c.pruned_tokens for c in r.compactions),  # inside compactions too
             }
             for r in reports
         ],
