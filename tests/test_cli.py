@@ -12,11 +12,13 @@ import pytest
 
 from brutus.cli.app import cli
 
+from cli_helpers import run
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = dict(os.environ, **(env or {}))
-    full_env.pop("BRUTUS_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "brutus", *args], capture_output=True, text=True, env=full_env, timeout=120)
+
+def run_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real ``python -m brutus``: the smoke test of the installed entry point."""
+    env = {k: v for k, v in os.environ.items() if k != "BRUTUS_DEBUG"}
+    return subprocess.run([sys.executable, "-m", "brutus", *args], capture_output=True, text=True, env=env, timeout=120)
 
 
 def test_demo_show_and_list(store_url: str) -> None:
@@ -40,7 +42,7 @@ def test_demo_show_and_list(store_url: str) -> None:
 
 
 def test_demo_runs_on_a_temporary_database(tmp_path) -> None:
-    result = run("demo", env={"BRUTUS_DATABASE_URL": f"sqlite:///{tmp_path / 'default.db'}"})
+    result = run("demo", env={"BRUTUS_DATABASE_URL": f"sqlite:///{tmp_path / 'default.db'}", "TMPDIR": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     assert "stored in" in result.stdout and not (tmp_path / "default.db").exists()
     assert "0 prunes (0 tokens), 2 compactions, 0 stalls" in result.stdout and "36.0K ┤───" in result.stdout
@@ -108,3 +110,14 @@ def test_sessions_delete(store_url: str) -> None:
     assert run("check", "--db", store_url).returncode == 0  # nothing orphaned
     again = run("sessions", "delete", main, "--yes", "--db", store_url)
     assert again.returncode == 1 and "session not found" in again.stderr
+
+
+def test_the_installed_entry_point_runs_in_a_process_of_its_own(tmp_path) -> None:
+    """The one CLI test that starts ``python -m brutus`` (the others run ``main`` in-process): a command,
+    its output, a one-line error and the exit codes, as a shell sees them."""
+    db = f"sqlite:///{tmp_path / 'smoke.db'}"
+    made = run_process("db", "upgrade", "--db", db)
+    assert made.returncode == 0, made.stderr
+    assert json.loads(run_process("sessions", "list", "--db", db, "--json").stdout) == []
+    missing = run_process("show", "ses_missing", "--db", db)
+    assert missing.returncode == 1 and missing.stderr == "brutus: error: session not found: 'ses_missing'\n"

@@ -4,22 +4,14 @@ PostgreSQL: new ids printed, no duplicates, one-line errors with the database un
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from corpus_helpers import corpus_file, read_bytes, read_export
 from import_helpers import fresh_url
+from cli_helpers import run
 
 NIMBLE = "ses_39b4c1891ffezxPVc5OPmcqF33"
 CC_SMALL = "ses_2cba43de-c8d2-4a69-add8-9fae3ad93900"
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.pop("BRUTUS_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "brutus", *args], capture_output=True, text=True, env=env, timeout=300)
 
 
 def listed(db: str) -> list[str]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -25,13 +23,7 @@ from brutus.summarizers import ExtractiveSummarizer
 from brutus.tokens import estimate_json_tokens, estimate_tokens
 
 from builders import Msg, Tool, write_history
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    for name in ("BRUTUS_DEBUG", "ANTHROPIC_API_KEY"):
-        env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "brutus", *args], capture_output=True, text=True, env=env, timeout=300)
+from cli_helpers import run
 
 
 def run_json(*args: str) -> Any:

@@ -17,6 +17,7 @@ from sqlalchemy import create_engine, text
 
 from brutus import InvalidInput, NoDatabase, SchemaOutOfDate, SessionStore, make_engine
 from brutus.db import migrate
+from cli_helpers import run
 
 READERS = [
     ("sessions", "list"),
@@ -27,13 +28,6 @@ READERS = [
     ("db", "current"),
     ("db", "check"),
 ]
-
-
-def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if k != "BRUTUS_DEBUG"} | (env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "brutus", *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=120, **kwargs
-    )
 
 
 def tree(root: Path) -> dict[str, str]:

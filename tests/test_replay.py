@@ -24,13 +24,15 @@ from brutus.replay import ReplayReport, load_recording, replay, replay_file, rep
 from brutus.replay_meter import RecordedCalls, Usage, measure_view
 from brutus.store import SessionStore
 from brutus.summarizers import ExtractiveSummarizer, Summary
+from cli_helpers import run as run_cli
 
-def run(*args: str, code: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    for name in ("BRUTUS_DEBUG", "ANTHROPIC_API_KEY"):
-        env.pop(name, None)
-    command = [sys.executable, "-m", "brutus", *args] if code is None else [sys.executable, "-c", code, *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+def run(*args: str, code: str | None = None) -> Any:
+    """``brutus ARGS`` in this process; with ``code``, that Python program in a process of its own (it
+    changes what is importable) with ARGS as its arguments."""
+    if code is None:
+        return run_cli(*args)
+    env = {k: v for k, v in os.environ.items() if k not in ("BRUTUS_DEBUG", "ANTHROPIC_API_KEY")}
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=600)
 
 
 # -- the meter --------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,8 @@ def export(session_id: str, output: Path | None, db: str | None) -> None:
         store.close()
     data = dumps(exported).encode("utf-8")
     if output is None:
-        click.get_binary_stream("stdout").write(data)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
         return
     try:
         output.write_bytes(data)
