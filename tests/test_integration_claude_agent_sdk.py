@@ -43,6 +43,7 @@ from brutus.integrations import claude_mirror
 from brutus.integrations.claude_agent_sdk import BrutusSessionStore
 
 from integrity import integrity_problems
+from cli_helpers import run as run_cli
 
 pytestmark = pytest.mark.anyio
 
@@ -270,7 +271,7 @@ async def test_brutus_show_prints_the_same_messages_as_brutus_import(sdk: Brutus
         await sdk.append(key, batch)
 
     def brutus(*args: str) -> str:
-        result = subprocess.run([sys.executable, "-m", "brutus", *args, "--db", store_url], capture_output=True, text=True, timeout=300)
+        result = run_cli(*args, "--db", store_url)
         assert result.returncode == 0, result.stderr
         return result.stdout
 

@@ -4,9 +4,6 @@ the rest written, checked by hand; ``replay --compare`` runs every policy on one
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -15,6 +12,7 @@ from brutus.replay_cost import CostMeter
 from brutus.replay_meter import Usage
 
 from corpus_helpers import corpus_file
+from cli_helpers import run
 
 SONNET = (3.0, 15.0, 3.75, 0.3)  # input, output, 5m cache write, cache read per million
 
@@ -54,10 +52,8 @@ def test_a_model_without_a_price_is_priced_as_sonnet() -> None:
 
 
 def test_compare_runs_every_policy(tmp_path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "BRUTUS_DEBUG"}
-    done = subprocess.run([sys.executable, "-m", "brutus", "replay", str(corpus_file("quiet-meadow")), "--context-limit", "36000",
-                           "--compare", "--json", "--plot", str(tmp_path / "c.png"), "--db", str(tmp_path / "c.db")],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = run("replay", corpus_file("quiet-meadow"), "--context-limit", "36000",
+               "--compare", "--json", "--plot", tmp_path / "c.png", "--db", tmp_path / "c.db")
     assert done.returncode == 0, done.stderr
     table = json.loads(done.stdout)
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the curves and the cumulative costs
