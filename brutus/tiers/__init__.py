@@ -38,43 +38,23 @@ from .strategies import (
 from .turns import Unit, is_goal_batch_block, is_summarized_block, is_tier_block, turn_units
 from .view import span_of, tier_view, view_tokens
 
+# The public names: the strategies and their manager, the config, the reports, the runs and views, and the
+# metadata a summary message carries. The rest (the flow's steps, selections, turn detection, the goal
+# batch's checks) stays importable from its module for tests and tools, but is not the package's API.
 __all__ = [
-    "Append",
     "DEFAULT_STRATEGIES",
     "GoalBatchCompaction",
-    "NewSummary",
-    "Selection",
     "Strategy",
     "StrategyManager",
     "StrategyReport",
-    "Summarize",
-    "TIER_KINDS",
     "ThresholdSummarization",
     "TierConfig",
-    "TierCovers",
-    "TierKind",
     "TierMetadata",
     "TierRunReport",
     "ToolCallSummarization",
-    "Unit",
     "apply_tiers",
-    "direction_coverage",
-    "drive",
-    "goal_batch_budget",
-    "goal_batch_problem",
-    "goal_batch_selections",
-    "is_goal_batch_block",
-    "is_summarized_block",
-    "is_tier_block",
     "run_tiers",
-    "span_of",
     "store_view",
-    "threshold_selections",
-    "tier_flow",
     "tier_metadata",
-    "tier_text",
     "tier_view",
-    "tool_call_selections",
-    "turn_units",
-    "view_tokens",
 ]
