@@ -3,8 +3,9 @@
 What each kind writes (a section with nothing to say is left out):
 
 - ``compaction``: a one-line header, then Previous Summary, Summarized Earlier Work (tier blocks), User
-  Directions (verbatim), Files Read, Files Edited, Commands Run, Errors Seen, Last State (the newest
-  assistant text) and Next Step (the newest direction, when nothing answered it).
+  Directions (the user's own words, verbatim: no local command, caveat or system reminder of Claude Code),
+  Files Read, Files Edited, Commands Run, Errors Seen, Last State (the newest assistant text) and Next Step
+  (the newest direction, when nothing answered it).
 - ``tool_call`` / ``threshold``: a ``[SUMMARIZED]`` block with Previous Summary, Context, Actions (first
   person: "I read", "I edited", "I ran"), Errors and Result, in the sections the model prompt asks for.
 - ``goal_batch``: a ``[GOAL BATCH]`` block with ADR-0041's six sections, distilled, each fact said once:
@@ -18,7 +19,13 @@ What each kind writes (a section with nothing to say is left out):
 Custom instructions cannot steer an extractor; a compaction summary records them in a first section so the
 next turn knows what the user asked the summary to focus on.
 
-The text always fits ``request.max_tokens`` (by ``estimate_tokens``): when it would not, each list keeps
+The text always fits ``request.max_tokens`` (by ``estimate_tokens``). A compaction summary is also at most
+12,000 characters: when it would be longer, each section is sure of a share of that room and the rest goes,
+up to a limit each, first to the user's directions, then the files, the last state, the previous summary,
+the errors and the commands. Directions that do not all fit are kept in this order: the first (the goal),
+the last, those that changed direction, then the newest; each shows at least 300 characters and all are cut
+to one length; what is left out is noted where it was. Files are listed whole or not at all, newest first.
+For the other kinds, and when characters of several bytes make the text too many tokens, each list keeps
 fewer of its oldest items (the first user direction is kept) and each item fewer characters, halving step by
 step, and as a last resort the text is cut. A goal batch's Human Direction is cut last: the other sections
 shrink to nothing first, so the user's direction is what survives a tight budget (ADR-0041).
@@ -31,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..models import MessageWithParts, TokenCounts
-from ..tokens import estimate_tokens
+from ..tokens import CHARS_PER_TOKEN, estimate_tokens
 from .base import Summary, SummaryRequest
 from .extract import HistoryFacts, history_facts, is_tier_summary, user_directions
 from .prompts import GOAL_BATCH_TAG, SUMMARIZED_TAG, message_text
@@ -42,6 +49,9 @@ __all__ = ["EXTRACTIVE_MODEL", "ExtractiveSummarizer", "extractive_summary"]
 EXTRACTIVE_MODEL = "extractive"
 _MAX_LEVEL = 12
 _MIN_CAP = 40
+_COMPACTION_CHARS = 12_000  # the longest extractive compaction summary, whatever max_tokens allows (issue 23)
+_MIN_KEEP = 300  # a compaction summary shows at least this much of each item it keeps
+_NOTE = 40  # room for a "[… N more characters]" or "(N earlier left out)" note
 _HEADING = re.compile(r"^##\s+(.+?)\s*$", re.MULTILINE)
 _BACKTICKED = re.compile(r"`([^`\n]{1,200})`")
 _AROUND = "`'\"()[]{}<>.,;:!?"
@@ -70,6 +80,12 @@ class _Section:
     single_line: bool = False  # each item on one line (commands, paths, errors)
     keep_first: bool = False  # when cutting, keep the first item (the original goal)
     protected: bool = False  # cut only once every other section is gone (a goal batch's Human Direction)
+    # How a compaction summary shares its room (``_fit_chars``):
+    floor: float = 0.0  # the share of the room this section is sure of
+    most: float = 1.0  # the largest share it may take
+    order: int = 0  # when it gets what the others leave (lowest first)
+    rank: list[int] | None = None  # which items to keep first (default: the newest first)
+    uncut: bool = False  # an item is shown whole or left out (a path cut short names no file)
 
     def render(self, level: int) -> str:
         items = [item for item in self.items if item and item.strip()]
@@ -88,6 +104,55 @@ class _Section:
         lines += [_bullet(shape(item, cap)) for item in newest]
         return "\n".join(lines)
 
+    def render_within(self, room: int) -> str:
+        """The section's body in at most ``room`` characters: the items ``rank`` puts first, as many as can
+        show ``_MIN_KEEP`` characters each (or all of an ``uncut`` item), cut to the longest common length
+        that fits (the others left out, noted where they were); a paragraph is cut to fit."""
+        full = self.render(0)
+        if len(full) <= room:
+            return full
+        shape: Callable[[str, int], str] = one_line if self.single_line else trim
+        if not self.listed:
+            return shape(full, room - _NOTE) if room - _NOTE >= _MIN_CAP else ""
+        items = [(n, item) for n, item in enumerate(self.items) if item and item.strip()]
+        rank = self.rank if self.rank is not None else [n for n, _ in reversed(items)]
+        whole = {n: _bullet(shape(item, self.cap)) for n, item in items}
+        chosen: list[int] = []
+        used = _NOTE
+        for n in (n for n in rank if n in whole):
+            size = (len(whole[n]) if self.uncut else min(len(whole[n]), _MIN_KEEP)) + 1
+            if used + size > room:
+                break
+            chosen.append(n)
+            used += size
+        texts = dict(items)
+
+        def lines(kept: list[int], cap: int) -> str:
+            out, last = [], -1
+            for n in sorted(kept):
+                skipped = sum(1 for m in whole if last < m < n)
+                if skipped:
+                    out.append(f"- ({skipped} earlier left out)")
+                out.append(whole[n] if cap >= len(whole[n]) else _bullet(shape(texts[n], cap)))
+                last = n
+            return "\n".join(out)
+
+        while chosen:
+            high = max(len(whole[n]) for n in chosen)
+            low = high if self.uncut else _MIN_CAP
+            while low < high:  # the longest common cap that fits
+                middle = (low + high + 1) // 2
+                if len(lines(chosen, middle)) <= room:
+                    low = middle
+                else:
+                    high = middle - 1
+            text = lines(chosen, low)
+            cut_short = low < _MIN_KEEP and any(len(whole[n]) > low for n in chosen)
+            if len(text) <= room and not (cut_short and len(chosen) > 1):
+                return text
+            chosen.pop()  # the last one ranked: the others keep more
+        return ""
+
 
 def _bullet(text: str) -> str:
     """``- text``, its following lines indented under the dash (blank lines left blank)."""
@@ -98,21 +163,32 @@ def _code(value: str) -> str:
     return f"`{value}`" if "`" not in value else value
 
 
+def _direction_rank(facts: HistoryFacts) -> list[int]:
+    """Which directions a compaction summary keeps first: the first (the goal), the last, those that changed
+    direction (newest first), then the others, newest first."""
+    count = len(facts.directions)
+    changes = [n for n in reversed(facts.changes) if n < count]
+    return list(dict.fromkeys([0, count - 1, *changes, *range(count - 1, -1, -1)])) if count else []
+
+
 def _compaction(facts: HistoryFacts, previous: str | None) -> tuple[str, list[_Section]]:
     count = f"{facts.messages} message{'' if facts.messages == 1 else 's'}"
     header = (f"Summary of the conversation so far ({count}), extracted without a model: "
               "the user's directions are quoted as written.")
     next_step = [f"Continue with the user's latest direction: {facts.open_request}"] if facts.open_request else []
     return header, [
-        _Section("Previous Summary", [previous or ""], 8_000, listed=False),
-        _Section("Summarized Earlier Work", facts.memories, 1_500),
-        _Section("User Directions", facts.directions, 2_000, keep_first=True),
-        _Section("Files Read", [_code(p) for p in facts.files_read], 300, single_line=True),
-        _Section("Files Edited", [_code(p) for p in facts.files_edited], 300, single_line=True),
-        _Section("Commands Run", [_code(c) for c in facts.commands], 300, single_line=True),
-        _Section("Errors Seen", facts.errors, 400, single_line=True),
-        _Section("Last State", [facts.last_state or ""], 3_000, listed=False),
-        _Section("Next Step", next_step, 1_000, listed=False),
+        _Section("Previous Summary", [previous or ""], 8_000, listed=False, floor=0.20, most=0.5, order=5),
+        _Section("Summarized Earlier Work", facts.memories, 1_500, floor=0.04, order=8),
+        _Section("User Directions", facts.directions, _COMPACTION_CHARS, keep_first=True, floor=0.30, most=0.7,
+                 order=1, rank=_direction_rank(facts)),
+        _Section("Files Read", [_code(p) for p in facts.files_read], 300, single_line=True, floor=0.06, order=3,
+                 uncut=True),
+        _Section("Files Edited", [_code(p) for p in facts.files_edited], 300, single_line=True, floor=0.06, order=2,
+                 uncut=True),
+        _Section("Commands Run", [_code(c) for c in facts.commands], 300, single_line=True, floor=0.05, order=7),
+        _Section("Errors Seen", facts.errors, 400, single_line=True, floor=0.06, most=0.25, order=6),
+        _Section("Last State", [facts.last_state or ""], 3_000, listed=False, floor=0.08, order=4),
+        _Section("Next Step", next_step, 1_000, listed=False, floor=0.03, order=1),
     ]
 
 
@@ -234,6 +310,44 @@ def _fit(header: str, sections: list[_Section], budget: int) -> str:
     return fit_tokens(text, budget)
 
 
+def _fit_chars(header: str, sections: list[_Section], limit: int) -> str:
+    """A compaction summary in at most ``limit`` characters: each section is sure of its ``floor`` share of
+    the room (or what it needs, if less); what is left goes to the sections in ``order``, each up to its
+    ``most`` share; then each is cut to its part (``render_within``)."""
+    whole = _render(header, sections, 0, spare_protected=True)
+    if len(whole) <= limit:
+        return whole
+    present = [(section, len(section.render(0))) for section in sections]
+    present = [(section, need) for section, need in present if need]
+    room = limit - len(header) - sum(len(f"\n\n## {section.heading}\n") for section, _ in present)
+    parts = [min(need, int(section.floor * room)) for section, need in present]
+    spare = room - sum(parts)
+    for i in sorted(range(len(present)), key=lambda i: present[i][0].order):
+        section, need = present[i]
+        more = max(0, min(spare, min(need, int(section.most * room)) - parts[i]))
+        parts[i] += more
+        spare -= more
+    blocks = [header]
+    for (section, _), part in zip(present, parts):
+        body = section.render_within(part)
+        if body:
+            blocks.append(f"## {section.heading}\n{body}")
+    return "\n\n".join(blocks)
+
+
+def _fit_compaction(header: str, sections: list[_Section], budget: int) -> str:
+    """Within ``_COMPACTION_CHARS`` characters and ``budget`` tokens (characters that take more than one byte
+    shrink the room and it is cut again; the last resort is ``_fit``)."""
+    limit = min(_COMPACTION_CHARS, budget * CHARS_PER_TOKEN)
+    for _ in range(3):
+        text = _fit_chars(header, sections, limit)
+        tokens = estimate_tokens(text)
+        if tokens <= budget:
+            return text
+        limit = limit * budget // tokens - 1
+    return _fit(header, sections, budget)
+
+
 def extractive_summary(request: SummaryRequest) -> str:
     """The offline summary text of ``request`` (see the module rules), within ``request.max_tokens``."""
     facts = history_facts(request.history)
@@ -246,7 +360,9 @@ def extractive_summary(request: SummaryRequest) -> str:
         header, sections = _summarized(facts, previous)
     instructions = (request.instructions or "").strip()
     if instructions and request.kind == "compaction":
-        sections.insert(0, _Section("Instructions for This Summary", [instructions], 1_000, listed=False))
+        sections.insert(0, _Section("Instructions for This Summary", [instructions], 1_000, listed=False, floor=0.05))
+    if request.kind == "compaction":
+        return _fit_compaction(header, sections, request.max_tokens)
     return _fit(header, sections, request.max_tokens)
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..models import MessageWithParts, TextPart
+from ..models import MessageWithParts
+from .extract import user_directions
 from .text import one_line
 
 __all__ = ["truncation_summary"]
@@ -15,19 +16,17 @@ _TOPIC_CHARS = 80
 def truncation_summary(history: Sequence[MessageWithParts], *, max_topics: int = 5) -> str:
     """``[Context truncated. Earlier conversation contained N messages about: …]`` (seed 000).
 
-    The topics are the first lines of the user's own texts: the first one and the newest ones, at most
-    ``max_topics``, each cut to 80 characters. With no user text the sentence ends after the count.
+    The topics are the first lines of the user's own words (``user_directions``: no local command output or
+    caveat of Claude Code): the first one and the newest ones, at most ``max_topics``, each cut to 80
+    characters. With no user text the sentence ends after the count.
     """
     topics: list[str] = []
     for message in history:
-        if message.info.role != "user":
-            continue
-        for part in message.parts:
-            if isinstance(part, TextPart) and not part.synthetic and not part.ignored and part.text.strip():
-                first = next(line for line in part.text.splitlines() if line.strip())
-                topic = one_line(first, _TOPIC_CHARS)
-                if topic and topic not in topics[-1:]:
-                    topics.append(topic)
+        for direction in user_directions(message):
+            first = next(line for line in direction.splitlines() if line.strip())
+            topic = one_line(first, _TOPIC_CHARS)
+            if topic and topic not in topics[-1:]:
+                topics.append(topic)
     if len(topics) > max_topics > 0:
         topics = topics[:1] + topics[len(topics) - max_topics + 1 :]
     count = f"{len(history)} message{'' if len(history) == 1 else 's'}"
