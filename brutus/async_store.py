@@ -53,10 +53,11 @@ from .db.checkpoint import Checkpointer
 from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.fast import FastSQLite, sqlite_transaction
+from .db.search_index import maybe_index_pending
 from .db.migrate import prepare_schema
 from .db.statements import Op
 from .errors import InvalidInput
-from .maintenance import GcResult
+from .maintenance import CheckReport, GcResult
 from .models import (
     CompactionConfig,
     CompactionRecord,
@@ -69,6 +70,7 @@ from .models import (
     TokenCounts,
     ToolPart,
 )
+from .search import SearchHit
 from .store import Clock, _now_ms, drive, translate_errors
 
 __all__ = ["AsyncSessionStore"]
@@ -92,6 +94,8 @@ def _end_sqlite(conn: Any, commit: bool) -> None:
     if not conn.in_transaction:
         return
     try:
+        if commit:
+            maybe_index_pending(conn)
         conn.execute("COMMIT" if commit else "ROLLBACK")
     except BaseException:
         if conn.in_transaction:
@@ -314,11 +318,20 @@ class AsyncSessionStore:
         )
 
     async def update_session(
-        self, session_id: str, *, title: str | None = None, directory: str | None = None
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        directory: str | None = None,
+        created_at: int | None = None,
+        updated_at: int | None = None,
     ) -> Session:
-        """Set a session's title and/or directory (None leaves one as it is)."""
+        """Set a session's title and/or directory (None leaves one as it is); ``created_at`` / ``updated_at``
+        (epoch ms) set the session's own times, e.g. restoring those of an imported session."""
         return await self._run(
-            edit_ops.update_session(session_id, title=title, directory=directory, now=self.clock())
+            edit_ops.update_session(
+                session_id, title=title, directory=directory, now=self.clock(), created_at=created_at, updated_at=updated_at
+            )
         )
 
     async def rewind(self, session_id: str, message_id: str) -> int:
@@ -471,7 +484,41 @@ class AsyncSessionStore:
         """The compaction markers of a session, oldest first (pending, completed and failed)."""
         return await self._run(list_compactions(session_id), write=False)
 
+    async def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        role: str | None = None,
+        tool: str | None = None,
+        since: int | None = None,
+        limit: int = 50,
+    ) -> list[SearchHit]:
+        """``SessionStore.search``: full-text search over every session's whole history, newest first."""
+        from .db.search_ops import search
+
+        return await self._run(
+            search(
+                query,
+                dialect=self.engine.dialect.name,
+                session_id=session_id,
+                role=role,
+                tool=tool,
+                since=since,
+                limit=limit,
+            ),
+            write=False,
+        )
+
     # -- maintenance ----------------------------------------------------------------------------------------------
+
+    async def check(self, *, repair: bool = False) -> CheckReport:
+        """``SessionStore.check``: a whole-database read (and, with ``repair``, lock-holding writes), run by the
+        sync implementation in a worker thread like ``gc``."""
+        if self._batch.get() is not None:
+            raise InvalidInput("check cannot run inside store.batch(): it reads the whole database, repairs commit")
+        url = self.engine.url.render_as_string(hide_password=False)
+        return await asyncio.to_thread(_check, url, repair, self.read_only, self.clock)
 
     async def gc(self, before: int, *, dry_run: bool = False) -> GcResult:
         """``SessionStore.gc``. VACUUM needs a connection outside any transaction, which the async drivers'
@@ -480,6 +527,17 @@ class AsyncSessionStore:
             raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
         url = self.engine.url.render_as_string(hide_password=False)
         return await asyncio.to_thread(_gc, url, before, dry_run, self.clock)
+
+
+def _check(url: str, repair: bool, read_only: bool, clock: Clock) -> CheckReport:
+    from .store import SessionStore
+
+    engine = make_engine(sync_url(url), create=False, read_only=read_only)
+    store = SessionStore(engine, url=redact(url), clock=clock, read_only=read_only)
+    try:
+        return store.check(repair=repair)
+    finally:
+        store.close()
 
 
 def _run_tiers(url: str, session_id: str, summarizer: Any, config: Any, clock: Clock) -> Any:

@@ -15,6 +15,7 @@
     └── CompactionError
         ├── CompactionInProgress another compaction of the session is running
         ├── CompactionStalled    a compaction would not reduce the context, or repeats back to back
+        │   └── NothingToCompact refused before it started: an empty session, nothing new (also InvalidInput)
         └── SummarizerError      the summarizer gave no usable summary (API error, timeout, empty, cut off)
 
 SQLAlchemy and driver exceptions never leave the store: they are translated here with ``raise … from exc``.
@@ -34,6 +35,7 @@ __all__ = [
     "InvalidTransition",
     "NoDatabase",
     "NotFound",
+    "NothingToCompact",
     "SchemaOutOfDate",
     "SummarizerError",
 ]
@@ -114,6 +116,12 @@ class CompactionInProgress(CompactionError):
 
 class CompactionStalled(CompactionError):
     """A compaction that would not reduce the context, or one that repeats another with no new turn."""
+
+
+class NothingToCompact(CompactionStalled, InvalidInput):
+    """A compaction refused before it started, writing nothing (no marker): the session has nothing to
+    summarize, or nothing new since its previous compaction. A ``CompactionStalled`` (it would loop) and an
+    ``InvalidInput`` (what older brutus raised for an empty session)."""
 
 
 class SummarizerError(CompactionError):

@@ -12,8 +12,12 @@ Rules:
 - brutus's own extras travel as OpenCode-shaped additions that the importer reads back: the rest of
   ``Message.metadata`` as ``info.metadata``, ``Message.synthetic`` as ``info.synthetic``. So
   export → import into another database gives the same messages, parts and tool states.
-- The session ``time`` is derived from the messages (first creation, latest activity) unless the import kept
-  the original one.
+- The session ``time`` is the session's own (``created_at`` / ``updated_at``), which an import restores. A
+  session created after its first message (imported before brutus kept imported times) gets the time derived
+  from its messages instead: first creation, latest activity.
+- ``children``, an addition OpenCode ignores, holds the child sessions (sub-agents: ``parent_id`` this session),
+  each an export of its own with its own ``children``, oldest first; left out when there are none, and with
+  ``children=False``. ``brutus import`` writes them back as children of this session.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import json
 from typing import Any
 
 from .importers.fields import JSON, merge
-from .importers.opencode import NAMESPACE, session_time
+from .importers.opencode import NAMESPACE
+from .importers.plan import history_times
 from .models import Message, MessageWithParts, Part, Session
 from .store import SessionStore
 
@@ -32,15 +37,21 @@ _PART_RENAMES = {"call_id": "callID", "tail_start_id": "tailStartID"}
 _PART_OWN = {"id", "session_id", "message_id"}
 
 
-def export_opencode(store: SessionStore, session_id: str) -> JSON:
-    """The session's whole history (pruned outputs included) as an OpenCode export object."""
+def export_opencode(store: SessionStore, session_id: str, *, children: bool = True) -> JSON:
+    """The session's whole history (pruned outputs included) as an OpenCode export object, with its child
+    sessions under ``children`` (recursively) unless ``children`` is False."""
     session = store.get_session(session_id)
     history = store.messages(session_id)
     first_namespace = _split_metadata(history[0].info.metadata)[0] if history else {}
-    return {
+    exported: JSON = {
         "info": _session_info(session, history, first_namespace.get("session")),
         "messages": [_entry(entry, session.id) for entry in history],
     }
+    if children:
+        found = sorted(store.list_sessions(parent_id=session_id), key=lambda child: (child.created_at, child.id))
+        if found:
+            exported["children"] = [export_opencode(store, child.id) for child in found]
+    return exported
 
 
 def dumps(export: JSON) -> str:
@@ -71,10 +82,10 @@ def _session_info(session: Session, history: list[MessageWithParts], stash: JSON
         info["directory"] = session.directory
     if session.title is not None:
         info["title"] = session.title
-    if history:
-        info["time"] = session_time([entry.info for entry in history])
-    else:
-        info["time"] = {"created": session.created_at, "updated": session.updated_at}
+    created, updated = history_times(history)
+    if created is None or session.created_at <= created:
+        created, updated = session.created_at, session.updated_at
+    info["time"] = {"created": created, "updated": updated}
     return merge(info, stash)
 
 

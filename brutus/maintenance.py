@@ -1,5 +1,9 @@
 """What the maintenance operations report: a session's statistics, the database's integrity, a gc run.
 
+``check`` sorts what it finds in three: ``problems`` (corruption: exit 1), ``notices`` (a compaction left
+pending, by a process that died or one running now: exit 0) and, with ``repair``, ``repairs`` (what it
+changed: abandoned compactions marked failed, stale counters and boundary pointers rebuilt from the rows).
+
 The operations live in ``brutus.db.stats_ops``, ``brutus.db.check_ops`` and ``brutus.db.gc_ops``; these are
 the pydantic shapes they return (and that ``brutus stats|check|gc --json`` print).
 """
@@ -14,11 +18,16 @@ from .models import CompactionStatus, CompactionTrigger, TokenCounts
 
 __all__ = [
     "CheckReport",
+    "CompactionCounts",
     "CompactionStat",
     "GcResult",
+    "Notice",
+    "NoticeKind",
     "PartTypeStat",
     "Problem",
     "ProblemKind",
+    "Repair",
+    "RepairKind",
     "SessionStats",
     "ToolStat",
 ]
@@ -51,7 +60,9 @@ class ToolStat(_Model):
 
 
 class CompactionStat(_Model):
-    """One compaction marker as ``stats`` shows it."""
+    """One compaction marker as ``stats`` shows it. ``refused``: a failed marker that an older brutus wrote for
+    a compaction it refused before starting (an empty session, nothing new since the previous one); brutus no
+    longer writes those."""
 
     id: str
     trigger: CompactionTrigger
@@ -63,6 +74,16 @@ class CompactionStat(_Model):
     cost: float = 0.0
     error: str | None = None
     created_at: int
+    refused: bool = False
+
+
+class CompactionCounts(_Model):
+    """The compaction markers of a session by outcome; ``failed`` excludes the ``refused`` ones."""
+
+    completed: int = 0
+    failed: int = 0
+    refused: int = 0
+    pending: int = 0
 
 
 class SessionStats(_Model):
@@ -80,6 +101,7 @@ class SessionStats(_Model):
     pruned_parts: int = 0
     pruned_tokens: int = 0
     compactions: list[CompactionStat] = Field(default_factory=list)
+    compaction_counts: CompactionCounts = Field(default_factory=CompactionCounts)
     provider_tokens: TokenCounts = Field(default_factory=TokenCounts)  # summed over the assistant messages
     cost: float = 0.0
 
@@ -101,7 +123,6 @@ ProblemKind = Literal[
     "tool-part-without-state",
     "session-mismatch",
     "broken-boundary",
-    "pending-compaction",
     "seq-gap",
     "seq-duplicate",
     "seq-counter",
@@ -118,13 +139,45 @@ class Problem(_Model):
     detail: str
 
 
+# pending-compaction: a pending marker before its lock was looked at (``check_database`` alone)
+NoticeKind = Literal["pending-compaction", "abandoned-compaction", "running-compaction"]
+
+
+class Notice(_Model):
+    """Something ``check`` reports that is not corruption: a compaction marker left pending by a process that
+    stopped (its lock is free: ``abandoned``), or one whose compaction is running now (its lock is held)."""
+
+    kind: NoticeKind
+    session_id: str | None = None
+    row_id: str | None = None
+    detail: str
+
+
+RepairKind = Literal["abandoned-compaction", "message-counters", "seq-counter", "boundary"]
+
+
+class Repair(_Model):
+    """One change ``check --repair`` made: what, where, and a sentence with the values before and after."""
+
+    kind: RepairKind
+    session_id: str | None = None
+    row_id: str | None = None
+    detail: str
+
+
 class CheckReport(_Model):
-    """What ``check`` looked at and what it found; ``ok`` when nothing."""
+    """What ``check`` looked at and what it found; ``ok`` when no problem (notices are not problems).
+
+    With ``repaired`` (``check(repair=True)``) ``repairs`` lists what was changed, and ``problems`` and
+    ``notices`` are what a check after those changes found."""
 
     sessions: int
     messages: int
     parts: int
     problems: list[Problem] = Field(default_factory=list)
+    notices: list[Notice] = Field(default_factory=list)
+    repaired: bool = False
+    repairs: list[Repair] = Field(default_factory=list)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -137,7 +190,7 @@ class GcResult(_Model):
     ``before`` (their metadata and token counts stay), and the storage it gave back after VACUUM.
 
     ``bytes_before`` / ``bytes_after``: on SQLite the database file plus its WAL after a checkpoint, on
-    PostgreSQL ``pg_total_relation_size('tool_outputs')``. Both are None in a dry run.
+    PostgreSQL the whole database (``pg_database_size``). Both are None in a dry run.
     """
 
     before: int

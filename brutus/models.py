@@ -339,8 +339,14 @@ class CompactionResult(_Model):
 
 
 class PruneResult(_Model):
-    """What a prune reclaimed: ``pruned`` tokens out of ``total`` scanned, and the parts it marked."""
+    """What a prune reclaimed: ``pruned`` tokens out of ``total`` scanned, and the parts it marked.
+
+    Why it pruned nothing, with the numbers: ``prunable`` tokens of tool output lay beyond the ``protect``
+    window, which prune commits only above ``minimum`` (the thresholds used; None when pruning was off)."""
 
     pruned: int = 0
     total: int = 0
     parts: list[ToolPart] = Field(default_factory=list)
+    prunable: int = 0
+    protect: int | None = None
+    minimum: int | None = None

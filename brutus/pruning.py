@@ -10,7 +10,8 @@ The rule, over messages newest → oldest:
 - add the output's token estimate to ``total``; once ``total`` exceeds ``config.prune_protect`` (40,000), the
   part is to be pruned and its estimate added to ``pruned``;
 - commit only if ``pruned`` exceeds ``config.prune_minimum`` (20,000): then exactly those parts get
-  ``state.time.compacted = now``. Otherwise nothing is marked and ``pruned`` is 0 (``total`` is still reported).
+  ``state.time.compacted = now``. Otherwise nothing is marked and ``pruned`` is 0 (``total`` is still reported,
+  and ``prunable`` says how much was beyond the protect window: why nothing was pruned, with the numbers).
 - ``config.prune = False`` does nothing and reports zeros.
 
 The output text is never changed. ``plan_prune`` is the one implementation of the rule: it runs over
@@ -28,7 +29,7 @@ from typing import NamedTuple
 from .models import CompactionConfig, MessageWithParts, PruneResult, Role, ToolPart, ToolStatus
 from .tokens import estimate_tokens
 
-__all__ = ["PruneCandidate", "PrunePlan", "plan_prune", "prune"]
+__all__ = ["PruneCandidate", "PrunePlan", "plan_prune", "prune", "prune_result"]
 
 
 class PruneCandidate(NamedTuple):
@@ -52,11 +53,13 @@ class PruneCandidate(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class PrunePlan:
-    """What ``plan_prune`` decided: ``part_ids`` (newest first) are to be marked; empty when nothing commits."""
+    """What ``plan_prune`` decided: ``part_ids`` (newest first) are to be marked; empty when nothing commits.
+    ``prunable``: the tokens beyond the protect window, committed or not (under the minimum: not)."""
 
     pruned: int
     total: int
     part_ids: tuple[str, ...]
+    prunable: int = 0
 
 
 def _messages_newest_first(rows: Sequence[PruneCandidate]) -> Iterator[Sequence[PruneCandidate]]:
@@ -97,8 +100,20 @@ def plan_prune(rows: Sequence[PruneCandidate], config: CompactionConfig = Compac
 
 def _commit(pruned: int, total: int, marked: list[str], config: CompactionConfig) -> PrunePlan:
     if pruned <= config.prune_minimum:
-        return PrunePlan(0, total, ())
-    return PrunePlan(pruned, total, tuple(marked))
+        return PrunePlan(0, total, (), prunable=pruned)
+    return PrunePlan(pruned, total, tuple(marked), prunable=pruned)
+
+
+def prune_result(plan: PrunePlan, config: CompactionConfig, parts: list[ToolPart]) -> PruneResult:
+    """The ``PruneResult`` of ``plan`` (under ``config``'s thresholds) with the parts it marked."""
+    return PruneResult(
+        pruned=plan.pruned if parts else 0,
+        total=plan.total,
+        parts=parts,
+        prunable=plan.prunable,
+        protect=config.prune_protect if config.prune else None,
+        minimum=config.prune_minimum if config.prune else None,
+    )
 
 
 def prune(
@@ -136,9 +151,9 @@ def prune(
             )
     plan = plan_prune(rows, config)
     if not plan.part_ids:
-        return PruneResult(pruned=0, total=plan.total, parts=[])
+        return prune_result(plan, config, [])
     stamp = int(time.time() * 1000) if now is None else now
     marked = [parts[key] for key in plan.part_ids]
     for part in marked:
         part.state.time.compacted = stamp
-    return PruneResult(pruned=plan.pruned, total=plan.total, parts=marked)
+    return prune_result(plan, config, marked)

@@ -28,6 +28,7 @@ from .db import edit_ops, history_ops, ops
 from .db.checkpoint import Checkpointer
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.fast import FastSQLite, sqlite_transaction
+from .db.search_index import maybe_index_pending
 from .db.migrate import prepare_schema
 from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
@@ -45,7 +46,8 @@ from .models import (
 )
 
 if TYPE_CHECKING:
-    from .maintenance import GcResult
+    from .maintenance import CheckReport, GcResult
+    from .search import SearchHit
 
 __all__ = ["SessionStore", "drive", "fetch", "translate", "translate_errors"]
 
@@ -222,6 +224,8 @@ class SessionStore:
                 dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
                     yield dbapi
+                    if write:
+                        maybe_index_pending(dbapi)
                     dbapi.execute("COMMIT")
                 except BaseException:
                     if dbapi.in_transaction:
@@ -298,11 +302,20 @@ class SessionStore:
         )
 
     def update_session(
-        self, session_id: str, *, title: str | None = None, directory: str | None = None
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        directory: str | None = None,
+        created_at: int | None = None,
+        updated_at: int | None = None,
     ) -> Session:
-        """Set a session's title and/or directory (None leaves one as it is)."""
+        """Set a session's title and/or directory (None leaves one as it is); ``created_at`` / ``updated_at``
+        (epoch ms) set the session's own times, e.g. restoring those of an imported session."""
         return self._run(
-            edit_ops.update_session(session_id, title=title, directory=directory, now=self.clock())
+            edit_ops.update_session(
+                session_id, title=title, directory=directory, now=self.clock(), created_at=created_at, updated_at=updated_at
+            )
         )
 
     def rewind(self, session_id: str, message_id: str) -> int:
@@ -448,6 +461,34 @@ class SessionStore:
 
         return self._run(list_compactions(session_id), write=False)
 
+    def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        role: str | None = None,
+        tool: str | None = None,
+        since: int | None = None,
+        limit: int = 50,
+    ) -> list[SearchHit]:
+        """Full-text search over every session's whole history (turns before a compaction, summaries, pruned
+        outputs), newest first: each hit names its session, message and part, with a snippet and whether the
+        model still sees it. ``query`` is words, all of which must appear in one text (``brutus.search``)."""
+        from .db.search_ops import search
+
+        return self._run(
+            search(
+                query,
+                dialect=self.engine.dialect.name,
+                session_id=session_id,
+                role=role,
+                tool=tool,
+                since=since,
+                limit=limit,
+            ),
+            write=False,
+        )
+
     def gc(self, before: int, *, dry_run: bool = False) -> GcResult:
         """Drop the output text of parts pruned before ``before`` (epoch ms), keeping their tool state and token
         counts, then VACUUM to give the space back (SQLite: outside any transaction; PostgreSQL: VACUUM
@@ -465,6 +506,36 @@ class SessionStore:
             gc_ops.vacuum(self.engine)
             size_after = gc_ops.storage_bytes(self.engine)
         return dropped.model_copy(update={"vacuumed": True, "bytes_before": size_before, "bytes_after": size_after})
+
+    def check(self, *, repair: bool = False) -> CheckReport:
+        """Check the integrity of the whole database (``brutus check``). A compaction marker left pending is a
+        notice, not a problem: abandoned when its session's compaction lock is free, running when held.
+        ``repair`` first marks the abandoned ones failed (holding each session's lock, so a compaction that
+        starts meanwhile is never touched) and rebuilds message counters, ``last_seq`` and boundary pointers
+        from the rows in one transaction; the report then lists those ``repairs`` and what is left. Real
+        corruption (orphans, gaps inside a history, mismatched rows) is never "repaired". Not inside
+        ``store.batch()``."""
+        from .compaction.locks import compaction_lock, held_sessions
+        from .db import check_ops
+        from .errors import CompactionInProgress
+
+        if self._batch.get() is not None:
+            raise InvalidInput("check cannot run inside store.batch(): it reads the whole database, repairs commit")
+        repairs: list[Any] = []
+        if repair:
+            if self.read_only:
+                raise InvalidInput("check --repair needs a store that can write (this one is read-only)")
+            for session_id in sorted(self._run(check_ops.sessions_with_pending(), write=False)):
+                try:
+                    with translate_errors(), compaction_lock(self.engine, session_id):
+                        repairs += self._run(check_ops.fail_abandoned(session_id, now=self.clock()))
+                except CompactionInProgress:
+                    continue  # running: left alone
+            repairs += self._run(check_ops.repair_database())
+        report = self._run(check_ops.check_database(), write=False)
+        with translate_errors():
+            held = held_sessions(self.engine, check_ops.pending_sessions(report))
+        return check_ops.resolve_pending(report, held).model_copy(update={"repaired": repair, "repairs": repairs})
 
     def run_tiers(self, session_id: str, summarizer: Any = None, config: Any = None) -> Any:
         """Run the tiered compaction once (ADR-0041: tool-call summaries, threshold summaries, goal batches),

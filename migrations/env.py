@@ -12,7 +12,7 @@ import os
 from alembic import context
 
 from brutus.db.engine import make_engine
-from brutus.db.tables import Base
+from brutus.db.tables import Base, include_object
 
 config = context.config
 target_metadata = Base.metadata
@@ -24,6 +24,7 @@ def _configure_and_run(connection) -> None:
         target_metadata=target_metadata,
         render_as_batch=True,  # SQLite ALTERs go through table copies
         compare_type=True,
+        include_object=include_object,  # the search index's objects differ per backend (see tables.py)
     )
     with context.begin_transaction():
         context.run_migrations()

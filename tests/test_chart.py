@@ -58,3 +58,22 @@ def test_plot_without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(InvalidInput, match=r"pip install 'brutus\[plot\]'"):
         require_matplotlib()
+
+
+def test_a_stall_on_a_compaction_step_is_shown_and_the_legend_says_so() -> None:
+    from brutus.cli.chart import legend
+    from brutus.replay import ReplayStall
+
+    points = [(100, 100, None), (800, 700, "prune"), (900, 850, "compact"), (990, 990, None)]
+    stalled = report(points).model_copy(update={"stalls": [ReplayStall(step=3, reason="still over")]})
+    lines = ascii_chart(stalled, width=8, height=6)
+    assert lines[-2].strip() == "p !"  # the compaction of step 3 left the view over: a stall, shown over its c
+    assert ascii_chart(report(points), width=8, height=6)[-2].strip() == "p c"
+    text = legend(stalled, lines)
+    assert text.startswith("context per step, each step 2 columns wide")
+    assert "p prune" in text and "! stall (shown over c and p in the same column)" in text
+    assert "c compaction" not in text  # only the marks drawn
+    assert "─ the context limit" in text and "┄ the compaction threshold" in text and "█ the replayed view" in text
+    assert "↑ the recorded session above the chart" in text and "↑" in lines[0]  # step 4 recorded 1,290
+    low = report([(100, 100, None), (200, 200, None)])
+    assert "↑" not in legend(low, ascii_chart(low, width=8, height=6))

@@ -156,6 +156,7 @@ def test_stats_match_the_history_and_the_compactions(store_url: str) -> None:
     got = run_json("stats", session_id, "--db", store_url)
     compactions = got.pop("compactions")
     assert got.pop("session_id") == session_id and got.pop("title") == "worked"
+    assert got.pop("compaction_counts") == {"completed": 1, "failed": 0, "refused": 0, "pending": 0}
     assert got.pop("cost") == pytest.approx(expected.pop("cost"))
     assert got == expected
     assert expected["summary_messages"] == 1 and expected["pruned_parts"] == len(pruned.parts)
@@ -222,11 +223,11 @@ def test_check_finds_pending_markers_and_seq_gaps(store_url: str) -> None:
             "VALUES ('cmp_stuck', :s, 'auto', true, false, 'pending', 0, 1)"), {"s": session_id})
         connection.execute(text("DELETE FROM messages WHERE session_id = :s AND seq = 2"), {"s": session_id})
     store.close()
-    report = json.loads(run("check", "--db", store_url, "--json").stdout)
-    by_kind = {p["kind"]: p for p in report["problems"]}
-    assert set(by_kind) == {"pending-compaction", "seq-gap"}
-    assert by_kind["pending-compaction"]["row_id"] == "cmp_stuck"
-    assert by_kind["seq-gap"]["detail"] == "missing message seq 2 (counter at 3)"
+    result = run("check", "--db", store_url, "--json")
+    assert result.returncode == 1  # the gap; the pending marker (its lock free: abandoned) is a notice
+    report = json.loads(result.stdout)
+    assert [(p["kind"], p["detail"]) for p in report["problems"]] == [("seq-gap", "missing message seq 2 (counter at 3)")]
+    assert [(n["kind"], n["row_id"]) for n in report["notices"]] == [("abandoned-compaction", "cmp_stuck")]
 
 
 # -- prune ----------------------------------------------------------------------------------------------------
@@ -254,9 +255,10 @@ def test_prune_dry_run_writes_nothing_and_says_what_prune_does(store_url: str) -
     # six turns of 15,000-token outputs, the last two turns protected: 4 candidates, 40,000 protected
     assert dry["total"] == 60_000 and dry["pruned"] == 30_000 and len(dry["parts"]) == 2
     again = run("prune", session_id, "--db", store_url)
-    assert again.returncode == 0 and "nothing to prune" in again.stdout
+    why = "nothing pruned: all 30,000 tokens of tool output are inside the 40,000-token protect window"
+    assert again.returncode == 0 and again.stdout == f"{session_id}: {why}\n"  # the scan stops at the pruned
     people = run("prune", session_id, "--dry-run", "--db", store_url)
-    assert "nothing to prune" in people.stdout
+    assert people.stdout == f"{session_id}: {why}\n"
 
 
 # -- compact --------------------------------------------------------------------------------------------------

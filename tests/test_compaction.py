@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from brutus import CompactionConfig, CompactionInProgress, CompactionStalled, InvalidInput, SessionStore
+from brutus import CompactionConfig, CompactionInProgress, CompactionStalled, InvalidInput, NothingToCompact, SessionStore
 from brutus.compaction import Hooks
 from brutus.render import to_anthropic, validate_anthropic
 from brutus.summarizers import Summary, SummaryRequest
@@ -148,16 +148,16 @@ def test_truncation_is_the_last_fallback(store: SessionStore, monkeypatch) -> No
     assert result.summary_message.parts[0].text.strip()
 
 
-def test_back_to_back_compaction_is_stalled_and_recorded(store: SessionStore) -> None:
+def test_back_to_back_compaction_is_refused_and_writes_nothing(store: SessionStore) -> None:
     session_id = write_history(store, _work())
     store.compact(session_id, FakeSummarizer())
     before = store.messages(session_id)
-    with pytest.raises(CompactionStalled):
-        store.compact(session_id, FakeSummarizer())
-    assert store.messages(session_id) == before
-    records = store.compactions(session_id)
-    assert [r.status for r in records] == ["completed", "failed"]
-    assert records[1].error.startswith("stalled")
+    summarizer = FakeSummarizer()
+    with pytest.raises(NothingToCompact, match="nothing new since the previous compaction") as refused:
+        store.compact(session_id, summarizer)
+    assert isinstance(refused.value, CompactionStalled)
+    assert store.messages(session_id) == before and summarizer.requests == []
+    assert [r.status for r in store.compactions(session_id)] == ["completed"]  # refusals write no marker
 
 
 def test_compaction_that_does_not_shrink_is_stalled(store: SessionStore) -> None:
@@ -239,9 +239,10 @@ def test_hooks_see_and_change_the_compaction(store: SessionStore) -> None:
 
 def test_nothing_to_compact(store: SessionStore) -> None:
     session = store.create_session()
-    with pytest.raises(InvalidInput):
+    with pytest.raises(NothingToCompact, match="has nothing to compact: it has no messages") as refused:
         store.compact(session.id, FakeSummarizer())
-    assert [r.status for r in store.compactions(session.id)] == ["failed"]
+    assert isinstance(refused.value, InvalidInput)  # what an empty session raised before NothingToCompact
+    assert store.compactions(session.id) == []  # refused: no marker
     with pytest.raises(InvalidInput):
         store.compact(session.id, FakeSummarizer(), trigger="whenever")
 

@@ -48,16 +48,19 @@ def test_an_imported_opencode_file_exports_back_exactly(corpus) -> None:
 @pytest.mark.slow
 def test_every_corpus_session_round_trips(corpus, other_url: str, tmp_path: Path) -> None:
     with corpus.open() as source, SessionStore.open(other_url) as target:
-        sessions = sorted(source.list_sessions(), key=lambda s: (s.parent_id is not None, s.id))  # parents first
+        sessions = source.list_sessions()
         assert len(sessions) == 22
+        for root in sorted(s.id for s in sessions if s.parent_id is None):  # each export carries its children
+            exported = export_opencode(source, root)
+            family = [root, *sorted(s.id for s in sessions if s.parent_id == root)]
+            assert import_file(target, write_export(source, root, tmp_path / "s.json")) == family
+            assert export_opencode(target, root) == exported
+        assert {s.id for s in target.list_sessions()} == {s.id for s in sessions}
         for session in sessions:
-            exported = export_opencode(source, session.id)
-            assert import_file(target, write_export(source, session.id, tmp_path / "s.json")) == [session.id]
             assert dumps(target.messages(session.id)) == dumps(source.messages(session.id)), session.id
             assert dumps(target.filter_compacted(session.id)) == dumps(source.filter_compacted(session.id))
             copy = target.get_session(session.id)
-            assert (copy.title, copy.directory, copy.parent_id) == (session.title, session.directory, session.parent_id)
-            assert export_opencode(target, session.id) == exported
+            assert copy == session, session.id  # title, directory, parent, created/updated times, message count
 
 
 def _native_session(store: SessionStore) -> tuple[str, str]:
@@ -100,12 +103,13 @@ def _native_session(store: SessionStore) -> tuple[str, str]:
 def test_a_session_written_through_the_api_round_trips(store: SessionStore, other_url: str, tmp_path: Path) -> None:
     parent, child = _native_session(store)
     with SessionStore.open(other_url) as target:
+        path = write_export(store, parent, tmp_path / f"{parent}.json")  # the child travels inside
+        assert import_file(target, path) == [parent, child]
         for session_id in (parent, child):
-            path = write_export(store, session_id, tmp_path / f"{session_id}.json")
-            assert import_file(target, path) == [session_id]
             assert dumps(target.messages(session_id)) == dumps(store.messages(session_id))
             assert dumps(target.filter_compacted(session_id)) == dumps(store.filter_compacted(session_id))
             assert export_opencode(target, session_id) == export_opencode(store, session_id)
+            assert target.get_session(session_id) == store.get_session(session_id)  # times included
         assert target.get_session(child).parent_id == parent
         assert target.get_session(parent).title == NASTY
 
@@ -113,7 +117,9 @@ def test_a_session_written_through_the_api_round_trips(store: SessionStore, othe
 def test_the_export_has_opencode_shape(store: SessionStore) -> None:
     parent, _ = _native_session(store)
     exported = export_opencode(store, parent)
-    assert set(exported) == {"info", "messages"}
+    assert set(exported) == {"info", "messages", "children"}
+    assert [c["info"]["parentID"] for c in exported["children"]] == [parent]
+    assert set(export_opencode(store, parent, children=False)) == {"info", "messages"}
     info = exported["info"]
     assert (info["id"], info["directory"]) == (parent, "/src/app") and set(info["time"]) == {"created", "updated"}
     user, reply, marker, summary, aborted = (m["info"] for m in exported["messages"])
@@ -152,3 +158,25 @@ def test_a_child_exported_alone_keeps_its_parent_id(store: SessionStore, other_u
         import_file(target, write_export(store, child, tmp_path / "child.json"))
         assert target.get_session(child).parent_id is None  # its parent is not in this database
         assert export_opencode(target, child) == exported  # …but the export still names it
+
+
+def test_cli_export_keeps_children_and_times_and_import_restores_them(store_url: str, other_url: str, tmp_path: Path) -> None:
+    from cli_helpers import run
+    from corpus_helpers import corpus_file
+
+    main = "ses_0a725fb5-6378-432a-9e84-9f3f49d4043d"
+    assert run("import", corpus_file("0a725fb5"), "--db", store_url).returncode == 0
+    out = tmp_path / "exported.json"
+    result = run("export", main, "-o", out, "--db", store_url)
+    assert result.returncode == 0 and result.stdout == f"exported {main} (213 messages, 1 child session) to {out}\n"
+    exported = json.loads(out.read_text(encoding="utf-8"))
+    assert [c["info"]["id"] for c in exported["children"]] == [f"{main}_eb46ebab"]
+    assert exported["info"]["time"] == {"created": 1752983480360, "updated": 1752989409697}  # the transcript's, not the import's
+
+    again = run("import", out, "--db", other_url, "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["created"] == [main, f"{main}_eb46ebab"]
+    with SessionStore.open(store_url) as source, SessionStore.open(other_url) as target:
+        assert target.list_sessions() == source.list_sessions()  # ids, parents, titles, created/updated times, counts
+        for session in source.list_sessions():
+            assert dumps(target.messages(session.id)) == dumps(source.messages(session.id))

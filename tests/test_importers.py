@@ -148,6 +148,8 @@ def test_claude_code_assistant_lines_sharing_an_id_are_one_message_with_usage_co
     assert len(merged.parts[0].metadata["anthropic"]["signature"]) == 2008
     assert merged.parts[1].text.startswith("This is a thorough and well-structured review!")
     assert merged.info.finish == "stop" and merged.info.model_id == "claude-sonnet-4-20250514"  # end_turn
+    # Claude Code records no cost: it is priced from the usage (Sonnet 4: $3 / $15, writes $3.75, reads $0.30)
+    assert merged.info.cost == pytest.approx((10 * 3 + 928 * 15 + 16_643 * 3.75) / 1e6)
 
     last_usage = {}
     for line in lines:
@@ -328,7 +330,7 @@ MALFORMED = {
     "binary": (lambda: bytes(range(256)) * 4, "binary"),
     "not-utf8": (lambda: b"\xff\xfe\xfa not text \x80\x81", "not UTF-8"),
     "truncated-opencode": (lambda: _truncated(corpus_file("nimble-pixel")), "truncated"),
-    "truncated-last-line": (lambda: read_bytes(corpus_file("2cba43de"))[:-200], "line 28: invalid JSON"),
+    "damaged-last-line": (lambda: read_bytes(corpus_file("2cba43de")).rstrip(b"\n") + b" x\n", "line 28: invalid JSON"),
     "broken-middle-line": (
         lambda: b"\n".join(
             line if n != 4 else line[: len(line) // 3] for n, line in enumerate(read_bytes(corpus_file("2cba43de")).splitlines(), 1)

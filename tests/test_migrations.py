@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, inspect, text
 from brutus import SchemaOutOfDate, SessionStore
 from brutus.db import migrate
 from brutus.db.engine import make_engine
-from brutus.db.tables import Base
+from brutus.db.tables import Base, include_object
 
 TABLES = {"sessions", "messages", "parts", "tool_states", "tool_outputs", "compactions"}
 
@@ -45,7 +45,7 @@ def test_models_match_migrations(db_url: str) -> None:
     engine = make_engine(db_url)
     migrate.upgrade(engine)
     with engine.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        context = MigrationContext.configure(conn, opts={"compare_type": True, "include_object": include_object})
         diff = compare_metadata(context, Base.metadata)
     engine.dispose()
     assert diff == []

@@ -30,6 +30,11 @@ def protected_turns():
     ]
 
 
+def unpruned(total, prunable=0):
+    """Nothing pruned under the default thresholds: ``total`` scanned, ``prunable`` beyond the protect window."""
+    return PruneResult(pruned=0, total=total, parts=[], prunable=prunable, protect=40_000, minimum=20_000)
+
+
 def compacted_ids(history):
     return [p.call_id for m in history for p in m.parts if isinstance(p, ToolPart) and p.state.time.compacted]
 
@@ -45,7 +50,7 @@ def test_seed_prune_protects_recent_content():
         user("4"),  # turn 0 (current)
     ]
     result = prune(history, now=NOW)
-    assert result == PruneResult(pruned=0, total=2_500, parts=[])
+    assert result == unpruned(2_500)
     assert compacted_ids(history) == []
 
 
@@ -60,7 +65,7 @@ def test_defaults_are_the_seeds():
 
 def test_exactly_40000_scanned_is_all_protected():
     history = old_turn(tool("c", tokens=40_000)) + protected_turns()
-    assert prune(history, now=NOW) == PruneResult(pruned=0, total=40_000, parts=[])
+    assert prune(history, now=NOW) == unpruned(40_000)
     assert compacted_ids(history) == []
 
 
@@ -73,7 +78,7 @@ def test_40001_scanned_prunes_the_part_that_crosses_the_line_whole():
 
 def test_exactly_20000_pruned_is_not_enough_to_commit():
     history = old_turn(tool("b", tokens=20_000), tool("c", tokens=40_000)) + protected_turns()
-    assert prune(history, now=NOW) == PruneResult(pruned=0, total=60_000, parts=[])
+    assert prune(history, now=NOW) == unpruned(60_000, prunable=20_000)
     assert compacted_ids(history) == []
 
 
@@ -120,7 +125,7 @@ def test_a_second_prune_stops_at_the_first_compacted_part():
     first = prune(history, now=NOW)
     assert [p.call_id for p in first.parts] == ["b", "a"]
     # c (40,000) is counted, then b is compacted: stop entirely, a is never reached
-    assert prune(history, now=NOW + 1) == PruneResult(pruned=0, total=40_000, parts=[])
+    assert prune(history, now=NOW + 1) == unpruned(40_000)
     assert history[1].parts[0].state.time.compacted == NOW
 
 
@@ -137,7 +142,7 @@ def test_the_last_two_turns_are_protected():
         assistant("a3", tool("t3", tokens=100_000), parent="u3"),
     ]
     # a3 and a2 belong to the last two turns: only t1 is scanned
-    assert prune(history, now=NOW) == PruneResult(pruned=0, total=30_000, parts=[])
+    assert prune(history, now=NOW) == unpruned(30_000)
 
 
 @pytest.mark.parametrize(
@@ -161,7 +166,7 @@ def test_protected_turns_is_configurable(turns, expected_total, expected_parts):
 
 def test_protected_tools_are_skipped_and_not_counted():
     history = old_turn(tool("s", name="skill", tokens=100_000), tool("c", tokens=40_000)) + protected_turns()
-    assert prune(history, now=NOW) == PruneResult(pruned=0, total=40_000, parts=[])
+    assert prune(history, now=NOW) == unpruned(40_000)
     config = CompactionConfig(protected_tools=("bash",))
     result = prune(history, config, now=NOW)
     assert (result.pruned, result.total, [p.call_id for p in result.parts]) == (100_000, 100_000, ["s"])
@@ -185,7 +190,7 @@ def test_stops_at_a_summary_message():
         *old_turn(tool("b", tokens=10_000), tool("c", tokens=40_000)),
         *protected_turns(),
     ]
-    assert prune(history, now=NOW) == PruneResult(pruned=0, total=50_000, parts=[])
+    assert prune(history, now=NOW) == unpruned(50_000, prunable=10_000)
 
 
 def test_a_pending_summary_message_stops_too():
@@ -196,7 +201,7 @@ def test_a_pending_summary_message_stops_too():
         assistant("s1", text("half"), parent="c1", summary=True, finish=None),
         *protected_turns(),
     ]
-    assert prune(history, now=NOW) == PruneResult(pruned=0, total=0, parts=[])
+    assert prune(history, now=NOW) == unpruned(0)
 
 
 def test_a_summary_inside_the_protected_turns_does_not_stop():
@@ -217,7 +222,7 @@ def test_stops_entirely_at_an_already_compacted_part():
         + protected_turns()
     )
     # c counted (40,000); "done" is compacted: a and everything older are never scanned
-    assert prune(history, now=NOW) == PruneResult(pruned=0, total=40_000, parts=[])
+    assert prune(history, now=NOW) == unpruned(40_000)
 
 
 def test_compacted_parts_that_are_not_candidates_do_not_stop():
@@ -247,8 +252,8 @@ def test_prune_disabled_does_nothing():
 
 
 def test_empty_history_and_histories_without_tools():
-    assert prune([], now=NOW) == PruneResult()
-    assert prune([user("u", text("a")), assistant("a", text("b"))] * 3, now=NOW) == PruneResult()
+    assert prune([], now=NOW) == unpruned(0)
+    assert prune([user("u", text("a")), assistant("a", text("b"))] * 3, now=NOW) == unpruned(0)
 
 
 def test_a_completed_output_that_was_not_loaded_counts_zero():
@@ -279,7 +284,7 @@ def test_plan_prune_on_rows_without_any_output_text():
         PruneCandidate(4, "assistant", part_id="p3", tool="bash", status="completed", output_tokens=99_999),
         PruneCandidate(5, "user"),
     ]
-    assert plan_prune(rows) == PrunePlan(pruned=25_000, total=65_000, part_ids=("p1",))
+    assert plan_prune(rows) == PrunePlan(pruned=25_000, total=65_000, part_ids=("p1",), prunable=25_000)
 
 
 def test_plan_prune_message_rows_without_tools_count_turns():
@@ -290,7 +295,7 @@ def test_plan_prune_message_rows_without_tools_count_turns():
     ]
     assert plan_prune(tool_rows) == PrunePlan(0, 0, ())
     rows = [*tool_rows, PruneCandidate(3, "user"), PruneCandidate(5, "user")]
-    assert plan_prune(rows) == PrunePlan(25_000, 65_000, ("p1",))
+    assert plan_prune(rows) == PrunePlan(25_000, 65_000, ("p1",), 25_000)
 
 
 def test_plan_prune_stops_at_summary_and_compacted_rows():
@@ -302,7 +307,7 @@ def test_plan_prune_stops_at_summary_and_compacted_rows():
         PruneCandidate(5, "user"),
         PruneCandidate(6, "user"),
     ]
-    assert plan_prune(rows) == PrunePlan(90_000, 90_000, ("p1",))
+    assert plan_prune(rows) == PrunePlan(90_000, 90_000, ("p1",), 90_000)
     rows[3] = PruneCandidate(
         4, "assistant", part_id="p1", tool="bash", status="completed", output_tokens=9, compacted=True
     )
@@ -312,7 +317,7 @@ def test_plan_prune_stops_at_summary_and_compacted_rows():
 def test_plan_prune_disabled():
     rows = [PruneCandidate(1, "assistant", part_id="p", tool="bash", status="completed", output_tokens=10**6)]
     assert plan_prune(rows, CompactionConfig(prune=False, protected_turns=0)) == PrunePlan(0, 0, ())
-    assert plan_prune(rows, CompactionConfig(protected_turns=0)) == PrunePlan(10**6, 10**6, ("p",))
+    assert plan_prune(rows, CompactionConfig(protected_turns=0)) == PrunePlan(10**6, 10**6, ("p",), 10**6)
 
 
 # -- against a literal port of the seed's Go ----------------------------------------------------------------
@@ -414,10 +419,12 @@ def test_prune_on_the_corpus_matches_the_seed_port(path):
 def test_prune_on_the_corpus_exact_numbers():
     by_slug = {path.name.split("__")[1]: path for path in opencode_files()}
     # quick-falcon: the largest session; 50,698 tokens of outputs scanned, 10,698 above the 40,000 line
-    assert prune(load_export(by_slug["quick-falcon"]), now=NOW) == PruneResult(pruned=0, total=50_698, parts=[])
+    # (18,838 beyond the protect window: the part crossing the line counts whole, as the rule does; under the
+    # 20,000 minimum, so nothing is pruned)
+    assert prune(load_export(by_slug["quick-falcon"]), now=NOW) == unpruned(50_698, prunable=18_838)
     # curious-sailor: its summary is inside the two protected turns, so the scan goes on past it and stops
     # at the first part OpenCode itself pruned in that session
-    assert prune(load_export(by_slug["curious-sailor"]), now=NOW) == PruneResult(pruned=0, total=39_294, parts=[])
+    assert prune(load_export(by_slug["curious-sailor"]), now=NOW) == unpruned(39_294)
     history = load_export(by_slug["quick-falcon"])
     result = prune(history, SMALL, now=NOW)
     # parts crossing the line are pruned whole, so pruned is more than total - protect (46,698)

@@ -111,15 +111,14 @@ def test_two_compactions_on_one_session_exactly_one_runs(store: SessionStore, st
     first.send("continue")
     assert first.read()["outcome"] == "completed"
     second.send("go")  # nothing new since: refused, not looping
-    assert second.read()["outcome"] == "CompactionStalled"
+    assert second.read()["outcome"] == "NothingToCompact"  # a CompactionStalled that writes no marker
     agent_step(store, session_id, "more", output_bytes=8000)
     second.send("go")
     assert second.read()["outcome"] == "completed"
     first.finish(), second.finish()
 
     records = store.compactions(session_id)
-    assert [r.status for r in records] == ["completed", "failed", "completed"]  # the stalled one is recorded
-    assert "stalled" in (records[1].error or "")
+    assert [r.status for r in records] == ["completed", "completed"]  # the refused one left no marker
     boundaries = [m for m in store.messages(session_id) if any(p.type == "compaction" for p in m.parts)]
     assert [m.info.id for m in boundaries] == [r.user_message_id for r in records if r.status == "completed"]
     assert integrity_problems(store, [session_id]) == []
@@ -138,7 +137,7 @@ def test_compactions_race_freely(store: SessionStore, store_url: str) -> None:
     for racer in racers:
         racer.finish()
     for pair in outcomes:  # one compaction per round; the other saw it running or saw nothing new after it
-        assert pair[0] in ("CompactionInProgress", "CompactionStalled") and pair[1] == "completed", outcomes
+        assert pair[0] in ("CompactionInProgress", "NothingToCompact") and pair[1] == "completed", outcomes
     records = [r for r in store.compactions(session_id) if r.status == "completed"]
     assert len(records) == rounds
     boundaries = [m.info.id for m in store.messages(session_id) if any(p.type == "compaction" for p in m.parts)]

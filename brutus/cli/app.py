@@ -45,9 +45,9 @@ def cli() -> None:
 
 
 # The commands live in their own modules and register themselves on `cli`.
-from . import db_commands, io_commands, maintenance_commands, replay_commands, session_commands  # noqa: E402
+from . import db_commands, io_commands, maintenance_commands, replay_commands, search_commands, session_commands  # noqa: E402
 
-for _module in (db_commands, session_commands, io_commands, maintenance_commands, replay_commands):
+for _module in (db_commands, session_commands, io_commands, maintenance_commands, replay_commands, search_commands):
     _module.register(cli)
 
 
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except BrutusError as exc:
         _debug()
-        click.echo(f"brutus: error: {exc}", err=True)
+        _error(f"brutus: error: {exc}")
         return 1
     except KeyboardInterrupt:
         click.echo("brutus: interrupted", err=True)
@@ -78,17 +78,31 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a file or directory the user named: permission, missing, a directory…
         _debug()
         where = f": {exc.filename}" if exc.filename else ""
-        click.echo(f"brutus: error: {exc.strerror or exc}{where}", err=True)
+        _error(f"brutus: error: {exc.strerror or exc}{where}")
         return 1
     except Exception as exc:  # noqa: BLE001  no traceback reaches a user; BRUTUS_DEBUG=1 shows it
         _debug()
-        click.echo(f"brutus: internal error: {type(exc).__name__}: {exc} (set BRUTUS_DEBUG=1 for details)", err=True)
+        _error(f"brutus: internal error: {type(exc).__name__}: {exc} (set BRUTUS_DEBUG=1 for details)")
         return 2
     try:
         sys.stdout.flush()
     except BrokenPipeError:
         return _closed_pipe()
     return 0
+
+
+def _error(line: str) -> None:
+    """An error line on stderr: one line for a program reading it; on a terminal, wrapped between words at its
+    width (a path or a URL is never split), the lines after the first indented."""
+    if sys.stderr.isatty():
+        import shutil
+        import textwrap
+
+        width = shutil.get_terminal_size().columns
+        line = "\n".join(
+            textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+        )
+    click.echo(line, err=True)
 
 
 def _debug() -> None:

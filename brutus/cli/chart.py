@@ -3,7 +3,9 @@
 The terminal chart is plain text: columns of steps (a step spread over several columns when there is room,
 steps bucketed at their peak when there is not), bars of block characters for the replayed view, ``·`` for the recorded
 session (``↑`` when it is above the chart), a ``─`` line at the context limit and ``┄`` where compaction
-starts, and a row of markers under the axis: ``p`` prune, ``c`` compaction, ``!`` stall.
+starts, and a row of markers under the axis: ``p`` prune, ``c`` compaction, ``!`` stall. A column holds one
+marker: a stall wins over a compaction (a compaction that leaves the view over the threshold is a stall too),
+a compaction over a prune. ``legend`` says what each mark in a chart means, the marks it drew only.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 from ..errors import InvalidInput
 from ..replay import ReplayPoint, ReplayReport
 
-__all__ = ["ascii_chart", "compact_number", "require_matplotlib", "write_png"]
+__all__ = ["ascii_chart", "compact_number", "legend", "require_matplotlib", "write_png"]
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 
@@ -43,9 +45,9 @@ def _columns(points: Sequence[ReplayPoint], width: int) -> list[tuple[int, int, 
     return [(max(p.view_tokens for p in b), max(p.original_tokens for p in b), b) for b in buckets]
 
 
-def _marker(bucket: list[ReplayPoint]) -> str:
+def _marker(bucket: list[ReplayPoint], stalls: set[int]) -> str:
     actions = "".join(p.action or "" for p in bucket)
-    if "stalled" in actions:
+    if "stalled" in actions or any(p.step in stalls for p in bucket):
         return "!"
     if "compact" in actions:
         return "c"
@@ -95,10 +97,43 @@ def ascii_chart(report: ReplayReport, *, width: int = 72, height: int = 12) -> l
         label = labels.get(row, "")
         lines.append(f"{label:>{label_width}} ┤{''.join(grid[row])}")
     lines.append(f"{'0':>{label_width}} └{'─' * len(buckets)}")
-    lines.append(f"{'':>{label_width}}  {''.join(_marker(b) for b in buckets)}")
+    stalls = {stall.step for stall in report.stalls}
+    lines.append(f"{'':>{label_width}}  {''.join(_marker(b, stalls) for b in buckets)}")
     first, last = str(points[0].step), str(points[-1].step)
     lines.append(f"{'step':>{label_width}}  {first}{last:>{max(1, len(buckets) - len(first))}}")
     return lines
+
+
+_MEANINGS = (
+    ("█", "the replayed view (▁ to ▇: its top, in eighths of a row)"),
+    ("·", "the recorded session, which had no limit"),
+    ("↑", "the recorded session above the chart"),
+    ("─", "the context limit"),
+    ("┄", "the compaction threshold"),
+)
+_MARKERS = (
+    ("p", "prune"),
+    ("c", "compaction"),
+    ("!", "stall (shown over c and p in the same column)"),
+)
+
+
+def legend(report: ReplayReport, lines: list[str]) -> str:
+    """What the marks of ``lines`` (``ascii_chart(report, …)``) mean, and how many steps a column holds."""
+    if not lines:
+        return ""
+    body = "".join(line.split("┤", 1)[1] for line in lines if "┤" in line)
+    markers = lines[-2]
+    count, width = len(report.curve), len(lines[-3].split("└", 1)[1])
+    if count <= width:
+        span = width // count
+        scale = "one column per step" if span == 1 else (
+            f"each step {span} columns wide (its first column before its prune or compaction, the rest after)")
+    else:
+        scale = f"about {count / width:.1f} steps per column, each at its peak"
+    seen = [f"{mark} {meaning}" for mark, meaning in _MEANINGS if mark in body or (mark == "█" and set(body) & set(_BLOCKS[1:]))]
+    seen += [f"{mark} {meaning}" for mark, meaning in _MARKERS if mark in markers]
+    return f"context per step, {scale}: " + "; ".join(seen)
 
 
 def require_matplotlib() -> None:

@@ -25,7 +25,9 @@ def import_(files: tuple[Path, ...], db: str | None, as_json: bool) -> None:
     content) and print the new session ids.
 
     All files go in one transaction: if one is malformed, nothing is imported. A session already in the
-    store is skipped, so importing a file twice does not duplicate it."""
+    store is skipped, so importing a file twice does not duplicate it; a Claude Code transcript that grew
+    since is brought up to date (its new entries appended). A last line cut short by a crash is left out,
+    with a warning on stderr."""
     from ..importers import import_documents, read_document
 
     documents = [read_document(path) for path in files]  # every file checked before the database is opened
@@ -34,13 +36,30 @@ def import_(files: tuple[Path, ...], db: str | None, as_json: bool) -> None:
         reports = _with_progress(store, documents, import_documents)
     finally:
         store.close()
+    warnings = [w for r in reports for w in r.warnings]
+    if warnings:  # on a terminal wrapped at spaces, like the report
+        from .tables import console
+
+        err = console(stderr=True)
+        for warning in warnings:
+            err.print(f"brutus: warning: {warning}", markup=False)
     if as_json:
         print_json(
             {
                 "created": [i for r in reports for i in r.created],
+                "updated": [i for r in reports for i in r.updated],
                 "skipped": [i for r in reports for i in r.skipped],
+                "warnings": [w for r in reports for w in r.warnings],
                 "files": [
-                    {"path": r.path, "format": r.format, "created": r.created, "skipped": r.skipped, "messages": r.messages}
+                    {
+                        "path": r.path,
+                        "format": r.format,
+                        "created": r.created,
+                        "updated": r.updated,
+                        "skipped": r.skipped,
+                        "messages": r.messages,
+                        "warnings": r.warnings,
+                    }
                     for r in reports
                 ],
             }
@@ -65,18 +84,32 @@ def _with_progress(store: Any, documents: list[Any], import_documents: Any) -> l
 
 
 def _print_reports(reports: list[Any]) -> None:
-    """One line per session, its id first (a table would not fit the long ids and file names)."""
+    """One line per session, its id first (a table would not fit the long ids and file names); on a terminal
+    a line wraps at its spaces, never inside an id or a file name."""
+    from .tables import console
+
+    out = console()
+
+    def echo(line: str) -> None:
+        out.print(line, markup=False)
+
     for report in reports:
         source = f"{Path(report.path).name}, {report.format}"
-        if report.created:
+        if report.updated:  # a grown transcript: what changed, its main session first when it did
+            echo(f"{report.updated[0]}  updated ({report.messages:,} messages written from {source}, which grew since)")
+            for other in report.updated[1:]:
+                echo(f"{other}  updated (a sub-agent session, from {source})")
+            for child in report.created:
+                echo(f"{child}  imported (a new sub-agent session, from {source})")
+        elif report.created:
             sessions = f" in {len(report.created)} sessions" if len(report.created) > 1 else ""
-            click.echo(f"{report.created[0]}  imported ({report.messages} messages{sessions} from {source})")
+            echo(f"{report.created[0]}  imported ({report.messages:,} messages{sessions} from {source})")
             for child in report.created[1:]:
-                click.echo(f"{child}  imported (sub-agent session of {report.created[0]})")
+                echo(f"{child}  imported (sub-agent session of {report.created[0]})")
         for skipped in report.skipped:
-            click.echo(f"{skipped}  already imported, skipped ({source})")
-        if not report.created and not report.skipped:
-            click.echo(f"-  nothing to import: no conversation in {source}")
+            echo(f"{skipped}  already imported, skipped ({source})")
+        if not report.created and not report.skipped and not report.updated:
+            echo(f"-  nothing to import: no conversation in {source}")
 
 
 @click.command()
@@ -84,7 +117,8 @@ def _print_reports(reports: list[Any]) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of standard output.")
 @db_option
 def export(session_id: str, output: Path | None, db: str | None) -> None:
-    """Export a session's whole history as OpenCode export JSON (`brutus import` reads it back)."""
+    """Export a session's whole history as OpenCode export JSON (`brutus import` reads it back), with its
+    times and its sub-agent sessions (under "children", which OpenCode ignores)."""
     from ..exporters import dumps, export_opencode
 
     store = open_store(db, read_only=True)
@@ -103,4 +137,10 @@ def export(session_id: str, output: Path | None, db: str | None) -> None:
         from ..errors import InvalidInput
 
         raise InvalidInput(f"cannot write {output}: {exc.strerror or exc}") from None
-    click.echo(f"exported {session_id} ({len(exported['messages'])} messages) to {output}")
+    children = _count_children(exported)
+    also = f", {children} child session{'' if children == 1 else 's'}" if children else ""
+    click.echo(f"exported {session_id} ({len(exported['messages'])} messages{also}) to {output}")
+
+
+def _count_children(exported: dict[str, Any]) -> int:
+    return sum(1 + _count_children(child) for child in exported.get("children", []))

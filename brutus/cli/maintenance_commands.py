@@ -10,7 +10,7 @@ import click
 
 from .app import db_option, json_option, open_store, print_json
 
-__all__ = ["ProblemsFound", "parse_before", "register"]
+__all__ = ["ProblemsFound", "Refused", "parse_before", "register"]
 
 
 def register(cli: click.Group) -> None:
@@ -25,6 +25,10 @@ class ProblemsFound(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"brutus: {self.message}", err=True)
+
+
+class Refused(ProblemsFound):
+    """A command that had nothing to do and did nothing: one line on stderr, exit 1."""
 
 
 @click.command()
@@ -49,18 +53,21 @@ def stats(session_id: str, db: str | None, as_json: bool) -> None:
 
 
 @click.command()
+@click.option("--repair", is_flag=True,
+              help="Mark abandoned compactions failed; rebuild message counters, last_seq and boundary pointers.")
 @db_option
 @json_option
-def check(db: str | None, as_json: bool) -> None:
+def check(repair: bool, db: str | None, as_json: bool) -> None:
     """Check the integrity of the whole database: orphan rows, tool states without a tool part, boundary
-    pointers that disagree with the messages, pending compaction markers, seq gaps. Exit 1 when it finds
-    a problem."""
-    from ..db.check_ops import check_database
+    pointers that disagree with the messages, seq gaps, stale counters. Exit 1 when it finds a problem.
+    A compaction left pending by a process that stopped (or running now) is a notice, not a problem;
+    --repair marks the abandoned ones failed and rebuilds what brutus derives from the rows, and says what it
+    changed. Corruption it cannot fix still exits 1."""
     from .maintenance_output import print_check
 
-    store = open_store(db, read_only=True)
+    store = open_store(db, read_only=not repair, create=False)
     try:
-        report = store._run(check_database(), write=False)
+        report = store.check(repair=repair)
     finally:
         store.close()
     if as_json:
@@ -69,32 +76,44 @@ def check(db: str | None, as_json: bool) -> None:
         print_check(report)
     if not report.ok:
         count = len(report.problems)
-        raise ProblemsFound(f"check found {count} problem{'s' if count != 1 else ''}")
+        left = " that --repair cannot fix" if repair else ""
+        raise ProblemsFound(f"check found {count} problem{'s' if count != 1 else ''}{left}")
+
+
+_DEFAULTS = (40_000, 20_000)  # seed 004: CompactionConfig's prune_protect / prune_minimum
 
 
 @click.command()
 @click.argument("session_id", metavar="SESSION")
+@click.option("--protect", type=click.IntRange(min=0), default=_DEFAULTS[0], show_default=True, metavar="N",
+              help="Tokens of the newest tool output never pruned.")
+@click.option("--minimum", type=click.IntRange(min=0), default=_DEFAULTS[1], show_default=True, metavar="N",
+              help="Prune only when more than N tokens lie beyond the protect window.")
 @click.option("--dry-run", is_flag=True, help="Say what would be pruned, write nothing.")
 @db_option
 @json_option
-def prune(session_id: str, dry_run: bool, db: str | None, as_json: bool) -> None:
-    """Prune a session's old tool outputs (seed 004: protect the newest 40K tokens, prune only above 20K):
-    they are marked, kept in the database, and render as a placeholder."""
+def prune(session_id: str, protect: int, minimum: int, dry_run: bool, db: str | None, as_json: bool) -> None:
+    """Prune a session's old tool outputs (seed 004: protect the newest 40K tokens, prune only above 20K;
+    --protect and --minimum change them): they are marked, kept in the database, and render as a
+    placeholder. When nothing is pruned it says why, with the numbers."""
     from ..models import CompactionConfig
     from ..pruning import prune as plan_on_view
-    from .maintenance_output import print_prune
+    from .maintenance_output import print_prune, prune_reason
 
+    config = CompactionConfig(prune_protect=protect, prune_minimum=minimum)
     store = open_store(db, create=False)
     try:
         if dry_run:  # the same rule, on the loaded view, marking only objects in memory
-            result = plan_on_view(store.filter_compacted(session_id), CompactionConfig(), now=store.clock())
+            result = plan_on_view(store.filter_compacted(session_id), config, now=store.clock())
         else:
-            result = store.prune(session_id)
+            result = store.prune(session_id, config)
     finally:
         store.close()
     if as_json:
         parts = [{"id": p.id, "tool": p.tool, "call_id": p.call_id, "title": p.state.title} for p in result.parts]
-        summary = {"session_id": session_id, "dry_run": dry_run, "pruned": result.pruned, "total": result.total}
+        summary = {"session_id": session_id, "dry_run": dry_run, "pruned": result.pruned, "total": result.total,
+                   "prunable": result.prunable, "protect": protect, "minimum": minimum,
+                   "reason": None if result.parts else prune_reason(result)}
         print_json({**summary, "parts": parts})
     else:
         print_prune(session_id, result, dry_run=dry_run)
@@ -107,7 +126,9 @@ def prune(session_id: str, dry_run: bool, db: str | None, as_json: bool) -> None
 @json_option
 def compact(session_id: str, instructions: str | None, db: str | None, as_json: bool) -> None:
     """Compact a session now: prune, summarize the view (Claude when ANTHROPIC_API_KEY is set, else the
-    offline extractive summary), store the summary and move the boundary."""
+    offline extractive summary), store the summary and move the boundary. A session with nothing to compact
+    (no messages, or nothing new since its last compaction) is refused with exit 1, and nothing is written."""
+    from ..errors import NothingToCompact
     from ..summarizers import default_summarizer
     from .maintenance_output import print_compaction, working
 
@@ -116,6 +137,8 @@ def compact(session_id: str, instructions: str | None, db: str | None, as_json: 
         summarizer = default_summarizer()
         with working(f"compacting {session_id} with {getattr(summarizer, 'model', 'the summarizer')}"):
             result = store.compact(session_id, summarizer, trigger="manual", instructions=instructions)
+    except NothingToCompact as exc:
+        raise Refused(f"refused, nothing written: {exc}") from None
     finally:
         store.close()
     if as_json:

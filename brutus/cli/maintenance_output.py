@@ -9,8 +9,12 @@ from typing import Any
 
 from ..maintenance import CheckReport, GcResult, SessionStats
 from ..models import CompactionResult, PruneResult
+from .tables import Column, print_table
 
-__all__ = ["console", "print_check", "print_compaction", "print_gc", "print_prune", "print_stats", "when", "working"]
+__all__ = [
+    "console", "print_check", "print_compaction", "print_gc", "print_prune", "print_stats", "prune_reason", "when",
+    "working",
+]
 
 
 def console(*, stderr: bool = False) -> Any:
@@ -49,19 +53,6 @@ def working(what: str) -> Iterator[None]:
         yield
 
 
-def _table(*columns: str, title: str | None = None, numeric: int = 0) -> Any:
-    """A table whose last ``numeric`` columns are right-aligned numbers."""
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left")
-    for index, name in enumerate(columns):
-        if index >= len(columns) - numeric:
-            table.add_column(name, justify="right")
-        else:
-            table.add_column(name, overflow="fold")  # names and ids in full, folded when narrow
-    return table
-
-
 def print_stats(stats: SessionStats) -> None:
     from rich.markup import escape
 
@@ -71,26 +62,34 @@ def print_stats(stats: SessionStats) -> None:
         f"{stats.messages:,} messages ({stats.user_messages:,} user, {stats.assistant_messages:,} assistant, "
         f"{stats.summary_messages:,} of them summaries); {stats.estimated_tokens:,} estimated tokens stored"
     )
-    parts = _table("part type", "parts", "est. tokens", title="By part type", numeric=2)
-    for p in stats.part_types:
-        parts.add_row(p.type, _n(p.parts), _n(p.tokens))
-    out.print(parts)
+    print_table(out, [Column("part type"), Column("parts", "number"), Column("est. tokens", "number")],
+                [[p.type, _n(p.parts), _n(p.tokens)] for p in stats.part_types], title="By part type")
     if stats.tools:
-        tools = _table("tool", "calls", "done", "errors", "est. tokens", "output tokens", "pruned", "pruned tokens",
-                       title="By tool", numeric=7)
-        for t in stats.tools:
-            tools.add_row(escape(t.tool), _n(t.calls), _n(t.completed), _n(t.errors), _n(t.tokens), _n(t.output_tokens),
-                          _n(t.pruned_calls), _n(t.pruned_tokens))
-        out.print(tools)
+        numbers = ("calls", "done", "errors", "est. tokens", "output tokens", "pruned", "pruned tokens")
+        print_table(
+            out,
+            [Column("tool", least=16), *(Column(name, "number") for name in numbers)],
+            [[t.tool, *map(_n, (t.calls, t.completed, t.errors, t.tokens, t.output_tokens, t.pruned_calls, t.pruned_tokens))]
+             for t in stats.tools],
+            title="By tool",
+        )
     out.print(f"pruned: {stats.pruned_parts:,} parts, {stats.pruned_tokens:,} output tokens")
     if stats.compactions:
-        table = _table("compaction", "created (UTC)", "trigger", "status", "pre tokens", "post tokens",
-                       title="Compactions", numeric=2)
+        columns = [Column("compaction", "whole"), Column("created (UTC)", "whole"), Column("pre tokens", "number"),
+                   Column("post tokens", "number"), Column("trigger", "whole"), Column("status", least=20)]
+        rows = []
         for c in stats.compactions:
+            if c.refused:  # an older brutus recorded a refusal as failed
+                rows.append([c.id, when(c.created_at), _n(c.pre_tokens), _n(c.post_tokens), c.trigger, "refused"])
+                continue
             status = c.status + (f" ({c.fallback_used} fallback)" if c.fallback_used else "")
-            status += f": {c.error[:80]}" if c.error else ""
-            table.add_row(c.id, when(c.created_at), c.trigger, escape(status), _n(c.pre_tokens), _n(c.post_tokens))
-        out.print(table)
+            status += f": {c.error}" if c.error else ""
+            rows.append([c.id, when(c.created_at), _n(c.pre_tokens), _n(c.post_tokens), c.trigger, status])
+        print_table(out, columns, rows, title="Compactions", fold=(4, 5))
+        k = stats.compaction_counts
+        pending = f", {k.pending:,} pending" if k.pending else ""
+        out.print(f"compactions: {k.completed:,} completed, {k.failed:,} failed, {k.refused:,} refused "
+                  f"(nothing to compact){pending}")
     else:
         out.print("compactions: none")
     t = stats.provider_tokens
@@ -102,33 +101,58 @@ def print_stats(stats: SessionStats) -> None:
 
 
 def print_check(report: CheckReport) -> None:
-    from rich.markup import escape
-
     out = console()
     scope = f"{report.sessions:,} sessions, {report.messages:,} messages, {report.parts:,} parts"
+    columns = [Column("problem", "whole"), Column("session", "whole"), Column("row", "whole"), Column("detail", least=30)]
+    if report.repaired:
+        if report.repairs:
+            rows = [[r.kind, r.session_id or "-", r.row_id or "-", r.detail] for r in report.repairs]
+            print_table(out, [Column("repaired", "whole"), *columns[1:]], rows,
+                        title=f"{_count(len(report.repairs), 'repair')} made", fold=(1, 2, 3), wrap=True)
+        else:
+            out.print("repaired: nothing needed repair")
+    if report.notices:
+        rows = [[n.kind, n.session_id or "-", n.row_id or "-", n.detail] for n in report.notices]
+        print_table(out, [Column("notice", "whole"), *columns[1:]], rows,
+                    title=f"{_count(len(report.notices), 'notice')} (not problems)", fold=(1, 2, 3), wrap=True)
     if report.ok:
-        out.print(f"ok: {scope}, no problems")
+        notices = f", {_count(len(report.notices), 'notice')}" if report.notices else ""
+        out.print(f"ok: {scope}, no problems{notices}")
         return
-    table = _table("problem", "session", "row", "detail", title=f"{len(report.problems)} problems in {scope}")
-    for p in report.problems:
-        table.add_row(p.kind, p.session_id or "-", p.row_id or "-", escape(p.detail))
-    out.print(table)
+    rows = [[p.kind, p.session_id or "-", p.row_id or "-", p.detail] for p in report.problems]
+    title = f"{_count(len(report.problems), 'problem')} in {scope}"
+    print_table(out, columns, rows, title=title, fold=(1, 2, 3), wrap=True)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def prune_reason(result: PruneResult) -> str:
+    """Why a prune marked nothing, with its numbers (seed 004's rule: the newest ``protect`` tokens of tool
+    output are kept, and prune commits only when more than ``minimum`` lie beyond them)."""
+    if result.protect is None or result.minimum is None:
+        return "nothing pruned: pruning is off"
+    if result.total == 0:
+        return ("nothing pruned: no tool output to prune (the two newest turns, outputs before the last "
+                "compaction and those already pruned are never counted)")
+    if result.total <= result.protect:
+        return (f"nothing pruned: all {result.total:,} tokens of tool output are inside the "
+                f"{result.protect:,}-token protect window")
+    return (f"nothing pruned: {result.prunable:,} tokens of tool output beyond the {result.protect:,}-token "
+            f"protect window, not over the {result.minimum:,}-token minimum")
 
 
 def print_prune(session_id: str, result: PruneResult, *, dry_run: bool) -> None:
-    from rich.markup import escape
-
     out = console()
     verb = "would prune" if dry_run else "pruned"
     if not result.parts:
-        out.print(f"{session_id}: nothing to prune ({result.total:,} tokens of tool output scanned)")
+        out.print(f"{session_id}: {prune_reason(result)}")
         return
     out.print(f"{session_id}: {verb} {result.pruned:,} tokens in {len(result.parts):,} tool outputs "
               f"({result.total:,} scanned){' — dry run, nothing written' if dry_run else ''}")
-    table = _table("part", "tool", "title")
-    for part in result.parts:
-        table.add_row(part.id or "-", escape(part.tool), escape(part.state.title or ""))
-    out.print(table)
+    print_table(out, [Column("part", "whole"), Column("tool", least=16), Column("title")],
+                [[part.id or "-", part.tool, part.state.title or ""] for part in result.parts])
 
 
 def print_compaction(result: CompactionResult) -> None:
@@ -152,5 +176,5 @@ def print_gc(result: GcResult) -> None:
     out.print(f"dropped the output text of {result.parts:,} parts pruned before {moment} UTC "
               f"({result.tokens:,} tokens, {_bytes(result.output_bytes)} of text); metadata and token counts kept")
     reclaimed = result.bytes_reclaimed
-    out.print(f"vacuumed: {_bytes(result.bytes_before)} → {_bytes(result.bytes_after)} "
+    out.print(f"vacuumed: the database {_bytes(result.bytes_before)} → {_bytes(result.bytes_after)} "
               f"({_bytes(reclaimed)} reclaimed)")

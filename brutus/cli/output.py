@@ -19,34 +19,41 @@ def _when(ms: int | None) -> str:
 
 
 def console(*, stderr: bool = False) -> Any:
-    """The rich console every command prints through. A reader that closed the pipe (``brutus show | head``)
-    ends the command quietly with exit 0 (``main`` handles the ``BrokenPipeError``), where rich's own default
-    exits 1."""
-    from rich.console import Console
+    """The console every command prints through (``tables.console``: fitted to a terminal, plain when piped)."""
+    from .tables import console as make
 
-    class _Console(Console):
-        def on_broken_pipe(self) -> None:  # rich's documented hook
-            raise BrokenPipeError
-
-    return _Console(highlight=False, soft_wrap=True, stderr=stderr)
+    return make(stderr=stderr)
 
 
 def _console() -> Any:
     return console()
 
 
+def _iso(ms: int | None) -> str | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
 def sessions_json(sessions: list[Session]) -> list[dict[str, Any]]:
-    return [s.model_dump() for s in sessions]
+    """Each session's fields (times in epoch milliseconds: ``created_at``, ``updated_at``) plus ``created`` and
+    ``updated``, the same times in ISO 8601 UTC."""
+    return [{**s.model_dump(), "created": _iso(s.created_at), "updated": _iso(s.updated_at)} for s in sessions]
 
 
 def print_sessions(sessions: list[Session]) -> None:
-    from rich.table import Table
+    """Id, messages, updated (to the minute), parent and title; on a terminal, no parent column when no session
+    has one, and where the ids leave the title less than 20 columns, the parent and the title go on a second
+    line under the id."""
+    from .tables import Column, is_plain, print_table
 
-    table = Table("title", "messages", "updated (UTC)", "parent")
-    table.add_column("id", no_wrap=True)
-    for s in sessions:
-        table.add_row(s.title or "", str(s.message_count), _when(s.updated_at), s.parent_id or "", s.id)
-    _console().print(table)
+    out = _console()
+    columns = [Column("id", "whole"), Column("messages", "number"), Column("updated (UTC)", "whole"),
+               Column("parent", "whole"), Column("title", least=20)]
+    rows = [[s.id, f"{s.message_count:,}", _when(s.updated_at)[:16], s.parent_id or "-", s.title or ""]
+            for s in sessions]
+    if is_plain(out) or any(s.parent_id for s in sessions):
+        print_table(out, columns, rows, fold=(3, 4))
+    else:
+        print_table(out, columns[:3] + columns[4:], [row[:3] + row[4:] for row in rows], fold=(3,))
 
 
 def history_json(history: list[MessageWithParts]) -> list[dict[str, Any]]:
@@ -80,8 +87,34 @@ def _part_line(part: Any) -> str:
     return f"[dim]{part.type}[/dim]"
 
 
-def print_history(history: list[MessageWithParts]) -> None:
+def _part_full(part: Any) -> str:
+    """A part with its texts, tool input and output whole (``show --full-text``), as rich markup."""
+    import json
+
     from rich.markup import escape
+
+    if part.type in ("text", "reasoning"):
+        return f"[dim]{part.type}[/dim]\n{escape(part.text)}"
+    if part.type != "tool":
+        return _part_line(part)
+    state = part.state
+    title = f" {escape(state.title)}" if state.title else ""
+    lines = [f"[cyan]tool[/cyan] {escape(part.tool)} " + escape(f"[{state.status}]") + title]
+    lines.append("[dim]input[/dim] " + escape(json.dumps(state.input, ensure_ascii=False, indent=2)))
+    if state.time.compacted:
+        lines.append(f"[yellow](output pruned at {_when(state.time.compacted)})[/yellow]")
+    if state.output is not None:
+        lines.append("[dim]output[/dim]\n" + escape(state.output))
+    if state.error:
+        lines.append("[dim]error[/dim]\n" + escape(state.error))
+    return "\n".join(lines)
+
+
+def print_history(history: list[MessageWithParts], *, full_text: bool = False) -> None:
+    """Each message's heading and its parts, indented: cut to a preview of 200 characters, or with
+    ``full_text`` whole (tool inputs included)."""
+    from rich.markup import escape
+    from rich.padding import Padding
 
     console = _console()
     for entry in history:
@@ -90,5 +123,8 @@ def print_history(history: list[MessageWithParts]) -> None:
         tokens = info.tokens
         usage = f" in={tokens.input} out={tokens.output} cache={tokens.cache.read}/{tokens.cache.write}" if info.role == "assistant" else ""
         console.print(f"[bold]#{info.seq} {tag}{info.role}[/bold] {escape(info.id)} {_when(info.time.created)}{usage}")
-        for part in entry.parts:
-            console.print("   " + _part_line(part))
+        for part in entry.parts:  # indented, and on a terminal wrapped under that indent
+            if full_text:  # whole lines, indented by hand: Padding would pad every line to the longest
+                console.print("\n".join("   " + line for line in _part_full(part).split("\n")))
+            else:
+                console.print(Padding(_part_line(part), (0, 0, 0, 3), expand=False))

@@ -2,48 +2,48 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from ..replay import ReplayPoint, ReplayReport
-from .chart import ascii_chart
-from .maintenance_output import console
+from .chart import ascii_chart, legend
+from .tables import Column, console, is_plain, print_table
 
-__all__ = ["print_report", "progress"]
+__all__ = ["print_comparison", "print_report", "progress", "usable_line"]
+
+CHART_WIDTH = 100  # columns of steps at most (and in a pipe, where no terminal limits it)
 
 
 @contextmanager
 def progress(label: str) -> Iterator[Callable[[ReplayPoint, int], None] | None]:
     """A progress bar on stderr (only on a terminal); yields the replay's ``on_step`` callback."""
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Column as Cell
 
     err = console(stderr=True)
     if not err.is_terminal:
         yield None
         return
+    # the counts, the view and the time keep their widths (about 40 columns); of the rest the label may take
+    # three fifths (cut with an ellipsis), and the bar takes what is left
+    room = max(12, (err.width - 40) * 3 // 5)
     columns = (
-        TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"), TimeElapsedColumn()
+        TextColumn(escape(label), table_column=Cell(width=min(len(label), room), no_wrap=True, overflow="ellipsis")),
+        BarColumn(bar_width=None, table_column=Cell(ratio=1)),
+        MofNCompleteColumn(table_column=Cell(no_wrap=True)),
+        TextColumn("{task.description}", table_column=Cell(no_wrap=True, min_width=len("view 999,999 compact"))),
+        TimeElapsedColumn(table_column=Cell(no_wrap=True)),
     )
-    with Progress(*columns, console=err, transient=True) as bar:
+    with Progress(*columns, console=err, transient=True, expand=True) as bar:
         task = bar.add_task("", total=None)
 
         def on_step(point: ReplayPoint, total: int) -> None:
-            note = f"view {point.after_tokens:,} tokens" + (f" [{point.action}]" if point.action else "")
+            note = f"view {point.after_tokens:,}" + (f" {escape(point.action)}" if point.action else "")
             bar.update(task, completed=point.step, total=total, description=note)
 
         yield on_step
-
-
-def _table(*columns: str, title: str) -> Any:
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left")
-    for index, name in enumerate(columns):
-        text = name in ("summary by", "policy")
-        table.add_column(name, justify="left" if text else "right", no_wrap=True, min_width=len(name) if text else None)
-    return table
 
 
 def _count(n: int, noun: str) -> str:
@@ -52,12 +52,33 @@ def _count(n: int, noun: str) -> str:
 
 def print_comparison(comparison: dict[str, Any]) -> None:
     """``replay --compare``: one row per policy."""
-    table = _table("policy", "cost (USD)", "cache reads", "peak context", "compactions", "stalls",
-                   title=f"Policies under a {comparison['limit']:,}-token context (default: {comparison['default']})")
-    for row in comparison["policies"]:
-        table.add_row(row["policy"], f"{row['cost_usd']:.4f}", f"{row['cache_read_share']:.1%}", f"{row['peak_tokens']:,}",
-                      str(row["compactions"]), str(row["stalls"]))
-    console().print(table)
+    columns = [Column("policy", "whole"), *(Column(name, "number") for name in
+               ("cost (USD)", "cache reads", "peak context", "compactions", "stalls"))]
+    rows = [[row["policy"], f"{row['cost_usd']:.4f}", f"{row['cache_read_share']:.1%}", f"{row['peak_tokens']:,}",
+             f"{row['compactions']:,}", f"{row['stalls']:,}"] for row in comparison["policies"]]
+    title = f"Policies under a {comparison['limit']:,}-token context (default: {comparison['default']})"
+    print_table(console(), columns, rows, title=title)
+
+
+def usable_line(report: ReplayReport) -> str:
+    """The limit, what of it the prompt may use, and why: the output reserve ``is_overflow`` keeps (seed 004)."""
+    from ..overflow import DEFAULT_MODEL_LIMITS, OUTPUT_TOKEN_MAX, model_limits
+
+    limits = report.limits
+    head = f"limit {limits.context:,} tokens, usable {report.usable_tokens:,}"
+    if limits.input:
+        return f"{head}: the model's input limit (its {limits.output:,} output tokens come on top)"
+    reserve = limits.context - report.usable_tokens
+    own = (model_limits(report.model) if report.model else DEFAULT_MODEL_LIMITS).output or OUTPUT_TOKEN_MAX
+    if limits.output and limits.output > OUTPUT_TOKEN_MAX:
+        why = f"the model's {limits.output:,} output tokens, capped at {OUTPUT_TOKEN_MAX:,} as is_overflow does (seed 004)"
+    elif reserve < min(own, OUTPUT_TOKEN_MAX):
+        why = "a quarter of the limit, as --context-limit sets it"
+    elif not limits.output:
+        why = f"is_overflow's {OUTPUT_TOKEN_MAX:,} when the model names no output limit (seed 004)"
+    else:
+        why = "the model's output limit"
+    return f"{head}: {limits.context:,} less an output reserve of {reserve:,}, {why}"
 
 
 def print_report(report: ReplayReport) -> None:
@@ -68,9 +89,10 @@ def print_report(report: ReplayReport) -> None:
     source = escape(report.source or report.title or "a recording")
     out.print(f"[bold]replayed {source}[/bold] → session {report.session_id}")
     if limits.context:
+        out.print(f"model {escape(report.model or 'unknown')}; {escape(usable_line(report))}")
+        share = report.compact_at / report.usable_tokens if report.usable_tokens else 0
         out.print(
-            f"model {escape(report.model or 'unknown')}; limit {limits.context:,} tokens (output reserve "
-            f"{limits.output:,}, usable {report.usable_tokens:,}); policy {report.policy}, relieved above {report.compact_at:,}; "
+            f"policy {report.policy}, relieved above {report.compact_at:,} ({share:.0%} of usable); "
             f"summaries by {escape(report.summarizer)}"
         )
     else:
@@ -90,27 +112,26 @@ def print_report(report: ReplayReport) -> None:
         f"{report.cache_read_share:.1%} of the input read from the cache"
     )
     if report.prunes:
-        table = _table("step", "pruned tokens", "outputs", "view", title="Prunes")
-        for p in report.prunes:
-            table.add_row(str(p.step), f"{p.pruned_tokens:,}", str(p.parts), f"{p.view_before:,} → {p.view_after:,}")
-        out.print(table)
+        columns = [Column(name, "number") for name in ("step", "pruned tokens", "outputs", "view")]
+        rows = [[f"{p.step:,}", f"{p.pruned_tokens:,}", f"{p.parts:,}", f"{p.view_before:,} → {p.view_after:,}"]
+                for p in report.prunes]
+        print_table(out, columns, rows, title="Prunes")
     if report.compactions:
-        table = _table("step", "view", "store pre → post", "pruned", "summary by",
-                       title="Compactions (store pre/post: from the recorded usage the stored messages carry)")
-        for c in report.compactions:
-            by = (c.summary_model or "-") + (f" ({c.fallback_used} fallback)" if c.fallback_used else "")
-            table.add_row(str(c.step), f"{c.view_before:,} → {c.view_after:,}", f"{c.pre_tokens:,} → {c.post_tokens:,}",
-                          f"{c.pruned_tokens:,}", escape(by))
-        out.print(table)
+        columns = [*(Column(name, "number") for name in ("step", "view", "store pre → post", "pruned")),
+                   Column("summary by")]
+        rows = [[f"{c.step:,}", f"{c.view_before:,} → {c.view_after:,}", f"{c.pre_tokens:,} → {c.post_tokens:,}",
+                 f"{c.pruned_tokens:,}", (c.summary_model or "-") + (f" ({c.fallback_used} fallback)" if c.fallback_used else "")]
+                for c in report.compactions]
+        print_table(out, columns, rows,
+                    title="Compactions (store pre → post: from the recorded usage the stored messages carry)")
     for stall in report.stalls:
         out.print(f"[yellow]stalled at step {stall.step}[/yellow]: {escape(stall.reason)}")
-    width = max(20, min(100, shutil.get_terminal_size((100, 24)).columns - 12))
+    width = CHART_WIDTH if is_plain(out) else max(20, min(CHART_WIDTH, out.width - 12))
     chart = ascii_chart(report, width=width)
     if chart:
-        out.print("context per step: █ replayed view, · recorded session, ─ limit, ┄ compaction threshold; "
-                  "p prune, c compaction, ! stall")
+        out.print(escape(legend(report, chart)))
         for line in chart:
-            out.print(escape(line))
+            out.print(escape(line), soft_wrap=True)
     limit = f" vs limit {limits.context:,}" if limits.context else ""
     out.print(
         f"peak view {report.max_view_tokens:,} tokens{limit} (the recording peaked at {report.max_original_tokens:,}); "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from .app import db_option, json_option, open_store, print_json
@@ -70,16 +72,56 @@ def list_(db: str | None, as_json: bool, limit: int | None) -> None:
 @click.command()
 @click.argument("session_id", metavar="SESSION")
 @click.option("--full", is_flag=True, help="The whole history, not only the view the model sees.")
+@click.option("--full-text", is_flag=True, help="Texts, tool inputs and outputs whole, not cut to 200 characters.")
+@click.option("--markdown", is_flag=True, help="A Markdown transcript (with --full: pruned outputs' text too).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="With --markdown: write to FILE.")
 @db_option
 @json_option
-def show(session_id: str, full: bool, db: str | None, as_json: bool) -> None:
-    """Show a session: the view the model sees (back to the last compaction), or --full history."""
+def show(
+    session_id: str, full: bool, full_text: bool, markdown: bool, output: Path | None, db: str | None, as_json: bool
+) -> None:
+    """Show a session: the view the model sees (back to the last compaction), or --full history.
+
+    --markdown writes a readable transcript: a heading per message, tool calls with their input and output
+    in fenced blocks, compaction boundaries and summaries marked, pruned outputs noted (their text only with
+    --full)."""
+    from ..errors import InvalidInput
     from .output import history_json, print_history
 
+    if markdown and as_json:
+        raise InvalidInput("--markdown and --json are two formats: choose one")
+    if output is not None and not markdown:
+        raise InvalidInput("-o/--output writes the Markdown transcript: use it with --markdown")
     store = open_store(db, read_only=True)
-    history = store.messages(session_id) if full else store.filter_compacted(session_id)
-    store.close()
-    if as_json:
+    try:
+        history = store.messages(session_id) if full else store.filter_compacted(session_id)
+        session = store.get_session(session_id) if markdown else None
+    finally:
+        store.close()
+    if markdown:
+        from ..markdown import to_markdown
+
+        _write_text(to_markdown(history, session=session, pruned_text=full), output)
+        if output is not None:
+            click.echo(f"wrote {session_id} ({len(history)} messages) to {output}")
+    elif as_json:
         print_json(history_json(history))
     else:
-        print_history(history)
+        print_history(history, full_text=full_text)
+
+
+def _write_text(text: str, output: Path | None) -> None:
+    """UTF-8 to FILE or standard output; text UTF-8 cannot carry (a lone surrogate) becomes "?"."""
+    import sys
+
+    data = text.encode("utf-8", "replace")
+    if output is None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        return
+    try:
+        output.write_bytes(data)
+    except OSError as exc:
+        from ..errors import InvalidInput
+
+        raise InvalidInput(f"cannot write {output}: {exc.strerror or exc}") from None

@@ -2,9 +2,12 @@
 
 ``compaction_flow`` is a generator over two kinds of action: ``Tx`` (run this store operation in its own
 transaction) and ``Summarize`` (ask the summarizer, with fallbacks). The store runs it under the session's
-compaction lock. The order — begin marker, load the view, plan, hooks, summarize (outside any transaction),
+compaction lock. The order — load the view, begin marker, plan, hooks, summarize (outside any transaction),
 final transaction, hooks — is what makes a crash at any point leave the history loading as before:
 nothing the model sees is written until the final transaction commits.
+
+A compaction with nothing to do (an empty view, nothing new since the previous compaction) is refused with
+``NothingToCompact`` before any marker is written: ``failed`` markers record real attempts only.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from ..db import compaction_ops, history_ops
 from ..db.statements import Op
-from ..errors import CompactionStalled, InvalidInput
+from ..errors import CompactionStalled, InvalidInput, NothingToCompact
 from ..models import CompactionConfig, CompactionResult
 from ..overflow import has_conversation_messages
 from . import plan
@@ -58,20 +61,18 @@ def compaction_flow(
         raise InvalidInput("instructions must be a string")
     hooks = hooks or Hooks()
     auto, overflow = trigger != "manual", trigger == "overflow"
+    view = yield Tx(history_ops.load_messages(session_id, filtered=True), write=False)
+    if not has_conversation_messages(view):
+        what = "it has no messages" if not view else "no text, tool call or file to summarize"
+        raise NothingToCompact(f"session {session_id} has nothing to compact: {what}")
+    snapshot_seq = view[-1].info.seq  # the compaction covers the view as loaded; later messages stay the tail
     begin: compaction_ops.BeginResult = yield Tx(
         compaction_ops.begin_compaction(
             session_id, trigger=trigger, auto=auto, overflow=overflow, instructions=instructions, now=clock()
         )
     )
-    if begin.stalled:
-        yield Tx(compaction_ops.fail_compaction(begin.compaction_id, f"stalled: {begin.stalled}", now=clock()))
-        raise CompactionStalled(begin.stalled)
     pre = post = None
     try:
-        view = yield Tx(history_ops.load_messages(session_id, filtered=True), write=False)
-        view = [m for m in view if m.info.seq <= begin.snapshot_seq]
-        if not has_conversation_messages(view):
-            raise InvalidInput(f"session {session_id} has nothing to compact")
         prepared = plan.prepare(view, config, now=clock())
         pre = prepared.pre_tokens
         instructions = hooks.run_pre_compact(session_id, trigger, instructions)
@@ -93,7 +94,7 @@ def compaction_flow(
                 compaction_ops.Completion(
                     session_id=session_id,
                     compaction_id=begin.compaction_id,
-                    snapshot_seq=begin.snapshot_seq,
+                    snapshot_seq=snapshot_seq,
                     prune_ids=prepared.prune_ids,
                     auto=auto,
                     overflow=overflow,

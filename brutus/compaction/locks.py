@@ -7,13 +7,16 @@
   process exclude each other too.
 
 Neither waits: a second caller gets ``CompactionInProgress`` at once.
+
+``held_sessions`` tells which sessions' locks are held now without taking any (``brutus check``: a pending
+marker whose lock is free was abandoned): PostgreSQL's ``pg_locks``, a probe ``flock`` on SQLite.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ from sqlalchemy import Engine, text
 
 from ..errors import CompactionInProgress
 
-__all__ = ["advisory_key", "async_compaction_lock", "compaction_lock", "lock_file"]
+__all__ = ["advisory_key", "async_compaction_lock", "compaction_lock", "held_sessions", "lock_file"]
 
 
 def advisory_key(session_id: str) -> int:
@@ -81,6 +84,52 @@ def _file_lock(database: str, session_id: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+# A bigint advisory key shows in pg_locks as classid (high half) and objid (low half), objsubid 1.
+_PG_HELD = text(
+    "SELECT classid::int8 AS hi, objid::int8 AS lo FROM pg_locks "
+    "WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
+def held_sessions(engine: Engine, session_ids: Iterable[str]) -> set[str]:
+    """Of ``session_ids``, those whose compaction lock some process holds now. Takes no lock and writes
+    nothing (a read-only store can ask)."""
+    wanted = set(session_ids)
+    if not wanted:
+        return set()
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as connection:
+            held = {(r.hi, r.lo) for r in connection.execute(_PG_HELD)}
+        return {s for s in wanted if _halves(advisory_key(s)) in held}
+    return {s for s in wanted if _file_held(engine.url.database or "", s)}
+
+
+def _halves(key: int) -> tuple[int, int]:
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    return unsigned >> 32, unsigned & 0xFFFF_FFFF
+
+
+def _file_held(database: str, session_id: str) -> bool:
+    """Whether another open file holds the session's lock file: try it without waiting, and let go at once.
+    No lock file: nobody ever held it (the holder creates it)."""
+    import fcntl
+
+    try:
+        fd = os.open(lock_file(database, session_id), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
     finally:
         os.close(fd)
 

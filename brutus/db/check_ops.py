@@ -1,15 +1,25 @@
-"""``check_database``: integrity of every row in the store (a read operation, sans I/O like ``ops``).
+"""``check_database``: integrity of every row in the store; ``repair_database``: rebuild what is derived
+(sans I/O like ``ops``).
 
-What it looks for (each a ``Problem`` kind):
+What the check looks for (each a ``Problem`` kind):
 
 - rows that lost their parent (``orphan-message``, ``orphan-part``, ``orphan-tool-state``,
   ``orphan-tool-output``), a tool state on a part that is not a tool part and a tool part without a state,
   rows whose ``session_id`` disagrees with their parent's (``session-mismatch``). Foreign keys prevent these;
   a database written with them off (or by hand) can still hold them.
 - a session boundary pointer that is not what ``filter_compacted`` computes from the rows
-  (``broken-boundary``; see ``brutus.integrity``), compaction markers left ``pending``.
+  (``broken-boundary``; see ``brutus.integrity``).
 - ``messages.seq`` gaps and duplicates, a ``sessions.last_seq`` counter behind the messages, and message
   counters (``part_count``, ``token_estimate``) that disagree with the parts.
+
+Compaction markers left ``pending`` are notices, not problems: brutus survives a process killed mid-compaction
+(the next compaction closes the marker). ``resolve_pending`` tells the abandoned ones (lock free) from the
+running ones (lock held), given the sessions whose compaction lock is held.
+
+``repair_database`` rebuilds, in one transaction, what brutus derives from the rows: message counters, a
+``last_seq`` that is not the highest seq, boundary pointers. Nothing else: an orphan, a gap inside the
+history or a mismatched row stays a problem. ``fail_abandoned`` marks a session's pending markers failed; the
+store runs it while it holds that session's compaction lock, so a running compaction is never touched.
 
 Reads light columns only: no part data but compaction parts, no output text.
 """
@@ -17,15 +27,25 @@ Reads light columns only: no part data but compaction parts, no output text.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from ..integrity import LightMessage, expected_boundary, light_history, seq_anomalies
-from ..maintenance import CheckReport, Problem
+from ..maintenance import CheckReport, Notice, Problem, Repair
+from . import statements as st
+from .compaction_ops import ABANDONED
 from .statements import C, M, O, Op, P, S, T, step
 
-__all__ = ["check_database"]
+__all__ = [
+    "check_database",
+    "fail_abandoned",
+    "pending_sessions",
+    "repair_database",
+    "resolve_pending",
+    "sessions_with_pending",
+]
 
 _SHOWN_GAPS = 5
 
@@ -89,7 +109,7 @@ def _orphans() -> Op:
     return found
 
 
-def _counters() -> Op:
+def _stale_counter_rows() -> Op:
     parts = func.count(P.c.id)
     tokens = func.coalesce(func.sum(P.c.tokens), 0)
     rows = yield step(
@@ -99,6 +119,11 @@ def _counters() -> Op:
         .having((M.c.part_count != parts) | (M.c.token_estimate != tokens)),
         fetch="all",
     )
+    return rows
+
+
+def _counters() -> Op:
+    rows = yield from _stale_counter_rows()
     return [
         Problem(
             kind="stale-message-counters",
@@ -138,8 +163,8 @@ def _session_problems(session: Any, messages: list[LightMessage]) -> list[Proble
     return problems
 
 
-def check_database() -> Op:
-    """Every integrity problem in the store, by kind then session."""
+def _load() -> Op:
+    """Every session's counters and pointer, its messages as ``LightMessage`` in seq order, the part count."""
     sessions = yield step(
         select(S.c.id, S.c.last_seq, S.c.boundary_message_id, S.c.boundary_seq).order_by(S.c.id), fetch="all"
     )
@@ -180,6 +205,13 @@ def check_database() -> Op:
                 has_compaction=r.role == "user" and r.id in tails,
             )
         )
+    return sessions, by_session, len(message_rows), int(part_count.n)
+
+
+def check_database() -> Op:
+    """Every integrity problem in the store, by kind then session; pending compaction markers as notices
+    (kind ``pending-compaction``: ``resolve_pending`` tells abandoned from running)."""
+    sessions, by_session, messages, parts = yield from _load()
     problems: list[Problem] = yield from _orphans()
     for session in sessions:
         problems += _session_problems(session, by_session.get(session.id, []))
@@ -187,8 +219,89 @@ def check_database() -> Op:
         select(C.c.id, C.c.session_id, C.c.created_at).where(C.c.status == "pending").order_by(C.c.created_at),
         fetch="all",
     )
-    for r in pending:
-        detail = f"compaction {r.id} is still pending (running now, or abandoned by a process that stopped)"
-        problems.append(_problem("pending-compaction", r, detail, row_id=r.id))
+    notices = [
+        Notice(kind="pending-compaction", session_id=r.session_id, row_id=r.id, detail=f"compaction {r.id} is pending")
+        for r in pending
+    ]
     problems += yield from _counters()
-    return CheckReport(sessions=len(sessions), messages=len(message_rows), parts=int(part_count.n), problems=problems)
+    return CheckReport(sessions=len(sessions), messages=messages, parts=parts, problems=problems, notices=notices)
+
+
+def pending_sessions(report: CheckReport) -> set[str]:
+    """The sessions with a compaction marker pending in ``report``."""
+    return {n.session_id for n in report.notices if n.kind == "pending-compaction" and n.session_id}
+
+
+def sessions_with_pending() -> Op:
+    """The sessions that have a compaction marker pending (one light query, for ``repair``)."""
+    rows = yield step(select(C.c.session_id).where(C.c.status == "pending").distinct(), fetch="all")
+    return {r.session_id for r in rows}
+
+
+def resolve_pending(report: CheckReport, held: Collection[str]) -> CheckReport:
+    """``report`` with each pending marker told apart: running (its session's compaction lock is in ``held``)
+    or abandoned (the lock is free: the process that ran it stopped)."""
+    notices = []
+    for n in report.notices:
+        if n.kind != "pending-compaction":
+            notices.append(n)
+        elif n.session_id in held:
+            detail = f"compaction {n.row_id} is running (its session's compaction lock is held)"
+            notices.append(n.model_copy(update={"kind": "running-compaction", "detail": detail}))
+        else:
+            detail = (
+                f"compaction {n.row_id} was abandoned: still pending, its lock is free (the process running it "
+                "stopped); the next compaction or check --repair marks it failed"
+            )
+            notices.append(n.model_copy(update={"kind": "abandoned-compaction", "detail": detail}))
+    return report.model_copy(update={"notices": notices})
+
+
+def fail_abandoned(session_id: str, *, now: int) -> Op:
+    """Mark the session's pending markers failed (run it holding the session's compaction lock: then none of
+    them is running); a ``Repair`` for each."""
+    rows = yield step(
+        select(C.c.id).where(C.c.session_id == session_id, C.c.status == "pending").order_by(C.c.created_at),
+        fetch="all",
+    )
+    if rows:
+        yield step(st.FAIL_PENDING_COMPACTIONS, {"b_sid": session_id, "b_error": ABANDONED, "b_now": now})
+    return [
+        Repair(kind="abandoned-compaction", session_id=session_id, row_id=r.id,
+               detail=f"compaction {r.id}: pending → failed (abandoned)")
+        for r in rows
+    ]
+
+
+def repair_database() -> Op:
+    """Rebuild the derived columns from the rows, in this one transaction: message ``part_count`` /
+    ``token_estimate``, ``sessions.last_seq`` (to the highest seq) and the boundary pointer. Returns the
+    ``Repair``s made. (On PostgreSQL the session rows are locked first, so no append moves them meanwhile.)"""
+    yield step(select(S.c.id).order_by(S.c.id).with_for_update(), fetch="all")
+    sessions, by_session, _, _ = yield from _load()
+    repairs: list[Repair] = []
+    for r in (yield from _stale_counter_rows()):
+        tokens = int(r.tokens)
+        yield step(update(M).where(M.c.id == r.id).values(part_count=r.parts, token_estimate=tokens))
+        detail = f"message {r.id}: {r.part_count} parts / {r.token_estimate} tokens → {r.parts} / {tokens}"
+        repairs.append(Repair(kind="message-counters", session_id=r.session_id, row_id=r.id, detail=detail))
+    for session in sessions:
+        messages = by_session.get(session.id, [])
+        top = max((m.seq for m in messages), default=0)
+        if session.last_seq != top:
+            yield step(update(S).where(S.c.id == session.id).values(last_seq=top))
+            detail = f"last_seq {session.last_seq} → {top} (the highest message seq)"
+            repairs.append(Repair(kind="seq-counter", session_id=session.id, detail=detail))
+        expected_id, expected_seq = expected_boundary(light_history(session.id, messages))
+        if (session.boundary_message_id, session.boundary_seq or 0) != (expected_id, expected_seq):
+            yield step(
+                update(S)
+                .where(S.c.id == session.id)
+                .values(boundary_message_id=expected_id, boundary_seq=expected_seq)
+            )
+            detail = (
+                f"boundary {session.boundary_message_id} at seq {session.boundary_seq} → "
+                f"{expected_id} at seq {expected_seq}"
+            )
+            repairs.append(Repair(kind="boundary", session_id=session.id, row_id=expected_id, detail=detail))
+    return repairs

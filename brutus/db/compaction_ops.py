@@ -2,15 +2,16 @@
 
 A compaction writes in exactly two places, so a crash anywhere leaves the history as it was:
 
-1. ``begin_compaction`` (one transaction): marks markers that an earlier, dead process left pending as
-   failed, refuses a compaction that would follow the previous one with nothing new in between, and inserts
-   the new pending marker. It writes no message: the view is unchanged.
+1. ``begin_compaction`` (one transaction): refuses a compaction that would follow the previous one with
+   nothing new in between (``NothingToCompact``: the transaction rolls back, no marker is written), marks
+   markers that an earlier, dead process left pending as failed, and inserts the new pending marker. It
+   writes no message: the view is unchanged.
 2. ``complete_compaction`` (one transaction): the prune marks, the user message with the ``compaction`` part,
    the assistant summary message (its ``finish`` moves the session's boundary pointer), the synthetic
    "continue" message when due, and the marker set to completed.
 
-A compaction that stops in between is recorded by ``fail_compaction``. The summarizer is called between the
-two transactions, never inside one.
+A compaction that stops in between is recorded by ``fail_compaction``: failed markers are real attempts,
+never refusals. The summarizer is called between the two transactions, never inside one.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 
 from ..codec import encode_json
-from ..errors import NotFound
+from ..errors import NotFound, NothingToCompact
 from ..ids import new_id
 from ..models import CompactionPart, CompactionRecord, TextPart, TokenCounts
 from . import history_ops, ops
@@ -39,14 +40,13 @@ __all__ = [
 
 CONTINUE_TEXT = "Continue if you have next steps"
 ABANDONED = "abandoned: the process running this compaction stopped before it completed"
+NOTHING_NEW = "nothing new since the previous compaction: compacting again would loop"
 
 
 @dataclass(frozen=True, slots=True)
 class BeginResult:
     compaction_id: str
-    snapshot_seq: int  # the compaction covers messages up to this seq
     abandoned: int  # stale pending markers marked failed
-    stalled: str | None  # why this compaction must not run, when it must not
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +81,14 @@ def begin_compaction(
     session = yield step(st.SESSION_FOR_UPDATE, {"b_sid": session_id}, fetch="first")
     if session is None:
         raise NotFound("session", session_id)
-    abandoned = yield step(
-        st.FAIL_PENDING_COMPACTIONS, {"b_sid": session_id, "b_error": ABANDONED, "b_now": now}, fetch="rowcount"
-    )
-    stalled = None
     previous = yield step(st.LAST_COMPLETED_SUMMARY_SEQ, {"b_sid": session_id}, fetch="first")
     if previous is not None:
         new = yield step(st.COUNT_NEW_MESSAGES, {"b_sid": session_id, "b_after_seq": previous.seq}, fetch="first")
         if not new.n:
-            stalled = "nothing new since the previous compaction: compacting again would loop"
+            raise NothingToCompact(f"session {session_id}: {NOTHING_NEW}")
+    abandoned = yield step(
+        st.FAIL_PENDING_COMPACTIONS, {"b_sid": session_id, "b_error": ABANDONED, "b_now": now}, fetch="rowcount"
+    )
     compaction_id = new_id("compaction", now)
     yield step(
         st.INSERT_COMPACTION,
@@ -105,7 +104,7 @@ def begin_compaction(
             created_at=now,
         ),
     )
-    return BeginResult(compaction_id, session.last_seq, abandoned or 0, stalled)
+    return BeginResult(compaction_id, abandoned or 0)
 
 
 def fail_compaction(

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Executable
 
 from ..codec import JSONText, dumps_json, loads_json
+from .search_index import maybe_index_pending
 
 __all__ = ["FastSQLite", "prebuilt", "sqlite_transaction"]
 
@@ -38,13 +39,19 @@ def sqlite_transaction(
     dbapi: Any, write: bool, committed: Callable[[], None], run: Callable[..., Any], *args: Any, cancelled: Any = None
 ) -> Any:
     """``run(*args)`` in a transaction of its own on the sqlite3 connection ``dbapi`` (``BEGIN IMMEDIATE`` for
-    a write): committed, or rolled back if it raises or ``cancelled`` (an event) is set by then; after a
-    write, ``committed()`` (the store's checkpoint thread). A call of the sync store, and of the async store
-    in aiosqlite's thread."""
+    a write): committed, or rolled back if it raises or ``cancelled`` (an event) is set by then; a write
+    indexes the pending search documents first when its batch is due (``search_index.maybe_index_pending``), and
+    after it, ``committed()`` (the store's checkpoint thread). A call of the sync store, and of the async
+    store in aiosqlite's thread."""
     dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
     try:
         value = run(*args)
-        dbapi.execute("ROLLBACK" if cancelled is not None and cancelled.is_set() else "COMMIT")
+        if cancelled is not None and cancelled.is_set():
+            dbapi.execute("ROLLBACK")
+        else:
+            if write:
+                maybe_index_pending(dbapi)
+            dbapi.execute("COMMIT")
     except BaseException:
         if dbapi.in_transaction:
             dbapi.execute("ROLLBACK")

@@ -10,7 +10,8 @@ Rules:
   part whose output was dropped reads ``output=None`` and renders as the cleared placeholder, as any
   pruned part does.
 - ``vacuum`` gives the space back: ``VACUUM`` on SQLite (outside any transaction, then a WAL checkpoint),
-  ``VACUUM ANALYZE tool_outputs`` on PostgreSQL (autocommit). ``storage_bytes`` measures what it reclaimed.
+  ``VACUUM ANALYZE tool_outputs`` on PostgreSQL (autocommit). ``storage_bytes`` measures what it reclaimed: the
+  whole database on either backend (the SQLite file and its WAL; ``pg_database_size`` on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -80,11 +81,11 @@ def _checkpoint(dbapi: Any) -> None:
 
 
 def storage_bytes(engine: Engine) -> int:
-    """SQLite: the database file plus its WAL after a checkpoint; PostgreSQL: ``tool_outputs`` with its
-    TOAST table and indexes."""
+    """The size of the whole database: SQLite's file plus its WAL after a checkpoint; PostgreSQL's
+    ``pg_database_size`` of the current database."""
     if engine.dialect.name == "postgresql":
         with engine.connect() as connection:
-            return int(connection.execute(text("SELECT pg_total_relation_size('tool_outputs')")).scalar_one())
+            return int(connection.execute(text("SELECT pg_database_size(current_database())")).scalar_one())
     pooled = engine.raw_connection()
     try:
         dbapi = pooled.driver_connection

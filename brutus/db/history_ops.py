@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import InvalidInput, NotFound
 from ..models import CompactionConfig, MessageWithParts, PruneResult
-from ..pruning import PruneCandidate, plan_prune
+from ..pruning import PruneCandidate, plan_prune, prune_result
 from . import statements as st
 from .convert import build_history, message_from_row, part_from_row
 from .ops import check_id
@@ -91,7 +91,7 @@ def prune_session(session_id: Any, config: CompactionConfig, *, now: int) -> Op:
     ]
     plan = plan_prune(candidates, config)
     if not plan.part_ids:
-        return PruneResult(pruned=0, total=plan.total, parts=[])
+        return prune_result(plan, config, [])
     yield from mark_pruned(plan.part_ids, now=now)
     # read back in one query, not one per part (a first prune of a long session marks thousands)
     rows = yield step(st.PARTS_PRUNED_AT, {"b_sid": session_id, "b_now": now}, fetch="all")
@@ -102,4 +102,4 @@ def prune_session(session_id: Any, config: CompactionConfig, *, now: int) -> Op:
         if found is None:  # its tool row names another session (an operator's edit): read it by id
             found = yield step(st.PART_WITHOUT_OUTPUT, {"b_pid": part_id}, fetch="first")
         marked.append(part_from_row(found))
-    return PruneResult(pruned=plan.pruned, total=plan.total, parts=marked)
+    return prune_result(plan, config, marked)

@@ -3,22 +3,27 @@
 Everything comes from stored numbers: the per-part estimates written with each part, the tool states'
 output estimates and prune marks, the provider-reported usage columns of the messages, and the compaction
 markers. No part data or output text is read.
+
+Refused compactions are counted apart from failed ones. brutus now refuses a compaction with nothing to do
+without writing a marker; older versions wrote a ``failed`` one (error ``stalled: nothing new since the
+previous compaction…`` or ``InvalidInput: session … has nothing to compact``), and those count as refused.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from sqlalchemy import case, func, select
 
 from ..errors import NotFound
-from ..maintenance import CompactionStat, PartTypeStat, SessionStats, ToolStat
+from ..maintenance import CompactionCounts, CompactionStat, PartTypeStat, SessionStats, ToolStat
 from ..models import CacheTokens, TokenCounts
 from .convert import text_out
 from .ops import check_id
 from .statements import C, M, Op, P, S, T, step
 
-__all__ = ["session_stats"]
+__all__ = ["refused", "session_stats"]
 
 
 def _int(value: Any) -> int:
@@ -31,6 +36,20 @@ def _count_if(condition: Any) -> Any:
 
 def _sum(column: Any) -> Any:
     return func.coalesce(func.sum(column), 0)
+
+
+_REFUSALS = ("stalled: nothing new since the previous compaction", "InvalidInput: session ")
+
+
+def refused(status: str, error: str | None) -> bool:
+    """Whether a marker is a refusal an older brutus recorded as ``failed`` (see the module docstring)."""
+    if status != "failed" or not error:
+        return False
+    return error.startswith(_REFUSALS[0]) or (error.startswith(_REFUSALS[1]) and "has nothing to compact" in error)
+
+
+def _counts(markers: list[CompactionStat]) -> CompactionCounts:
+    return CompactionCounts(**Counter("refused" if c.refused else c.status for c in markers))
 
 
 def session_stats(session_id: Any) -> Op:
@@ -109,6 +128,22 @@ def session_stats(session_id: Any) -> Op:
         )
         for r in by_tool
     ]
+    compactions = [
+        CompactionStat(
+            id=r.id,
+            trigger=r.trigger,
+            status=r.status,
+            pre_tokens=r.pre_tokens,
+            post_tokens=r.post_tokens,
+            fallback_used=r.fallback_used,
+            model=text_out(r.model),
+            cost=float(r.cost or 0.0),
+            error=text_out(r.error),
+            created_at=r.created_at,
+            refused=refused(r.status, text_out(r.error)),
+        )
+        for r in markers
+    ]
     part_types = [PartTypeStat(type=r.type, parts=_int(r.parts), tokens=_int(r.tokens)) for r in by_type]
     return SessionStats(
         session_id=session.id,
@@ -122,21 +157,8 @@ def session_stats(session_id: Any) -> Op:
         tools=tools,
         pruned_parts=sum(t.pruned_calls for t in tools),
         pruned_tokens=sum(t.pruned_tokens for t in tools),
-        compactions=[
-            CompactionStat(
-                id=r.id,
-                trigger=r.trigger,
-                status=r.status,
-                pre_tokens=r.pre_tokens,
-                post_tokens=r.post_tokens,
-                fallback_used=r.fallback_used,
-                model=text_out(r.model),
-                cost=float(r.cost or 0.0),
-                error=text_out(r.error),
-                created_at=r.created_at,
-            )
-            for r in markers
-        ],
+        compactions=compactions,
+        compaction_counts=_counts(compactions),
         provider_tokens=TokenCounts(
             input=_int(usage.input),
             output=_int(usage.output),

@@ -10,6 +10,9 @@ Rules the rows keep:
   loading a pruned part never reads it. Token estimates are stored when a part is written.
 - ``transcripts`` / ``transcript_entries`` (``brutus.integrations``, 0003) keep an agent SDK's own records
   exactly, one row each, beside the session they are parsed into; deleting the session deletes them.
+- The full-text index (0004, ``brutus.db.search_ops``) is the database's own business: SQLite's FTS5 table and
+  the triggers feeding it, PostgreSQL's GIN expression indexes. They differ per backend, so they are not rows
+  here: ``SEARCH_OBJECTS`` names them and ``include_object`` keeps them out of model/migration comparisons.
 
 Migrations (``migrations/versions``) create exactly this; a test compares them. ``create_all`` is for nothing.
 """
@@ -37,6 +40,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 __all__ = [
     "Base",
     "CompactionRow",
+    "PG_SEARCH_DOCUMENTS",
+    "SEARCH_OBJECTS",
+    "SEARCH_TEXT_LIMIT",
     "MessageRow",
     "PRUNED_PARTS_VIEW",
     "PartRow",
@@ -45,6 +51,7 @@ __all__ = [
     "TranscriptEntryRow",
     "TranscriptRow",
     "ToolStateRow",
+    "include_object",
 ]
 
 NAMING_CONVENTION = {
@@ -239,3 +246,50 @@ FROM tool_states t
 JOIN parts p ON p.id = t.part_id
 WHERE t.compacted_at IS NOT NULL
 """
+
+
+# -- the full-text index (0004): what each backend indexes, and the objects it adds -----------------------
+
+SEARCH_TEXT_LIMIT = 200_000  # characters of each text a document reads (PostgreSQL refuses a tsvector > 1 MB)
+
+# PostgreSQL: the documents as the GIN indexes' expressions (a query names the same expression to use one).
+# Kind 0 a text or reasoning part's text, 1 a tool call (name, title, error, input strings), 2 a tool output.
+# Punctuation becomes a space before PostgreSQL's parser sees the text, so words split as FTS5's do.
+# (``brutus_search_vector``, made by 0004, also tells the planner a vector is expensive to compute.)
+def _pg_document(text: str) -> str:
+    return f"brutus_search_vector({text})"
+
+
+PG_SEARCH_DOCUMENTS = {
+    0: ("parts", _pg_document("parts.data ->> 'text'")),
+    1: (
+        "tool_states",
+        _pg_document(
+            "tool_states.tool || ' ' || coalesce(tool_states.title, '') || ' ' || coalesce(tool_states.error, '') "
+            "|| ' ' || coalesce(brutus_json_strings(tool_states.input), '')"
+        ),
+    ),
+    2: ("tool_outputs", _pg_document("tool_outputs.output")),
+}
+
+SEARCH_OBJECTS = frozenset(
+    {
+        # SQLite: the key table, the FTS5 table and its shadow tables (the view and triggers are not compared)
+        "search_keys",
+        "search_state",
+        "search_index",
+        "search_index_data",
+        "search_index_idx",
+        "search_index_docsize",
+        "search_index_config",
+        # PostgreSQL: the GIN expression indexes
+        "ix_parts_search",
+        "ix_tool_states_search",
+        "ix_tool_outputs_search",
+    }
+)
+
+
+def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    """alembic's ``include_object`` hook: everything but the search index's backend-specific objects."""
+    return name not in SEARCH_OBJECTS

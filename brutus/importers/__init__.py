@@ -7,19 +7,25 @@ Rules:
   in one ``store.batch()``; a malformed file raises ``ImportFormatError`` and leaves the database unchanged.
 - Importing the same file twice does not duplicate: a session whose id is already in the store (OpenCode
   ids are kept; a Claude Code session's id is derived from its ``sessionId``) is skipped and reported.
+  A Claude Code transcript that grew since is brought up to date instead (``grown``): its new entries are
+  appended, and the report lists the session as ``updated``.
+- A Claude Code file whose last line was cut short (the agent killed mid-write) is imported up to that line;
+  the report carries the warning.
+- An export's ``children`` (brutus's export of sub-agent sessions) are imported as child sessions.
 - A file with no conversation in it (a Claude Code file holding only ``summary`` lines) imports nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
 from ..errors import ImportFormatError, InvalidInput, NotFound
 from ..store import SessionStore
 from .claude_code import plan_claude_code
+from .grown import bring_up_to_date
 from .opencode import plan_opencode
 from .plan import ImportedSession, session_exists, write_session
 from .source import Document, Format, detect_format, parse_document, read_document
@@ -43,14 +49,17 @@ Progress = Callable[["ImportReport"], None]
 
 @dataclass(frozen=True)
 class ImportReport:
-    """What importing one file did: the sessions it created (the main one first) and those it skipped
-    because they were already in the store, with the number of messages written."""
+    """What importing one file did: the sessions it created (the main one first), those it brought up to date
+    (a grown transcript) and those it skipped because they were already in the store as the file has them,
+    with the number of messages written and what was wrong with the file but did not stop the import."""
 
     path: str
     format: Format
     created: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     messages: int = 0
+    updated: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def plan_document(document: Document, *, exists: Callable[[str], bool] = lambda _id: False) -> list[ImportedSession]:
@@ -86,17 +95,40 @@ def import_documents(store: SessionStore, documents: Sequence[Document], *, prog
 def _import(store: SessionStore, document: Document) -> ImportReport:
     exists = partial(session_exists, store)
     sessions = plan_document(document, exists=exists)
+    report = ImportReport(path=document.name, format=document.format, warnings=list(document.warnings))
     if sessions and exists(sessions[0].id):
-        skipped = [session.id for session in sessions if exists(session.id)]
-        return ImportReport(path=document.name, format=document.format, skipped=skipped)
+        if document.format != "claude-code":
+            report.skipped.extend(session.id for session in sessions if exists(session.id))
+            return report
+        return _update(store, document, sessions, report)
     for session in sessions:
+        _write(store, document, session)
+    report.created.extend(session.id for session in sessions)
+    return replace(report, messages=sum(len(session.history) for session in sessions))
+
+
+def _update(store: SessionStore, document: Document, sessions: list[ImportedSession], report: ImportReport) -> ImportReport:
+    """A Claude Code transcript imported before: each session brought up to date, new sidechains created."""
+    written = 0
+    for session in sessions:
+        if not session_exists(store, session.id):
+            _write(store, document, session)
+            report.created.append(session.id)
+            written += len(session.history)
+            continue
         try:
-            write_session(store, session)
+            count = bring_up_to_date(store, session, name=document.name)
+        except ImportFormatError:
+            raise
         except (InvalidInput, NotFound) as exc:
-            raise ImportFormatError(f"{document.name}: cannot import session {session.id}: {exc}") from exc
-    return ImportReport(
-        path=document.name,
-        format=document.format,
-        created=[session.id for session in sessions],
-        messages=sum(len(session.history) for session in sessions),
-    )
+            raise ImportFormatError(f"{document.name}: cannot update session {session.id}: {exc}") from exc
+        (report.updated if count else report.skipped).append(session.id)
+        written += count
+    return replace(report, messages=written)
+
+
+def _write(store: SessionStore, document: Document, session: ImportedSession) -> None:
+    try:
+        write_session(store, session)
+    except (InvalidInput, NotFound) as exc:
+        raise ImportFormatError(f"{document.name}: cannot import session {session.id}: {exc}") from exc

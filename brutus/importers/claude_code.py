@@ -2,11 +2,12 @@
 
 Rules:
 
-- One file is one session, id ``ses_<sessionId>`` (a file with only ``summary`` lines makes none). Lines
-  are taken in file order (the ``uuid`` / ``parentUuid`` chain of each line is kept in its message's
-  ``metadata["claude_code"]``). Message and part ids are derived from the line uuids and tool call ids,
+- One file is one session, id ``ses_<sessionId>`` (a file with only ``summary`` lines makes none), created at
+  its first message and updated at its latest activity (each child likewise). Lines are taken in file order
+  (the ``uuid`` / ``parentUuid`` chain of each line is kept in its message's ``metadata["claude_code"]``). Message and part ids are derived from the line uuids and tool call ids,
   prefixed with the session's first 8 characters, so they are stable across imports and do not clash with
   a resumed session that copied the same lines.
+- Importing a file again after it grew brings the session up to date (``brutus.importers.grown``).
 - A user line becomes a user message with its text (and image → file) blocks; ``isMeta`` lines are
   ``synthetic``. Its ``tool_result`` blocks are not a message: each completes the tool part of the
   ``tool_use`` it names (``is_error`` → an ``error`` state), with the line's ``toolUseResult`` as the
@@ -37,9 +38,9 @@ from dataclasses import dataclass
 from ..errors import ImportFormatError
 from .claude_code_builder import NAMESPACE, SessionBuilder, ToolResult, blocks, derived_id
 from .fields import JSON
-from .plan import ImportedSession
+from .plan import ImportedSession, history_times
 
-__all__ = ["Chain", "NAMESPACE", "build_chains", "plan_claude_code", "task_calls"]
+__all__ = ["NAMESPACE", "Chain", "build_chains", "plan_claude_code", "task_calls"]
 
 _CONVERSATION = ("user", "assistant", "system")
 
@@ -73,13 +74,17 @@ def plan_claude_code(entries: list[Entry], *, name: str) -> list[ImportedSession
         builder = chain.builder
         session_id = main_id if chain.root is None else derived_id("ses", session_uuid, chain.root[:8])
         cwd = (chain.lines or conversation)[0][1].get("cwd")
+        history = builder.history(session_id=session_id)
+        created, updated = history_times(history)
         sessions.append(
             ImportedSession(
                 id=session_id,
                 title=(title if chain.root is None else tasks.get(builder.first_prompt or "")) or builder.title(),
                 directory=cwd if isinstance(cwd, str) else None,
                 parent_id=None if chain.root is None else main_id,
-                history=builder.history(session_id=session_id),
+                history=history,
+                created_at=created,
+                updated_at=updated,
             )
         )
     return sessions

@@ -25,6 +25,7 @@ from ..models import (
     TokenCounts,
     ToolPart,
 )
+from ..pricing import cost_of
 from .fields import JSON, model_error
 
 __all__ = ["NAMESPACE", "SessionBuilder", "ToolResult", "blocks", "derived_id", "entry_time", "line_uuid", "prompt_title"]
@@ -293,6 +294,9 @@ class SessionBuilder:
             reason = draft.stop_reason
             fields["finish"] = FINISH.get(reason, reason) if reason else "tool-calls" if draft.called_tools else "stop"
             fields["tokens"] = _tokens(draft.usage)
+            # Claude Code records no cost: priced from the usage at Anthropic's published prices (0 when unknown)
+            model = fields.get("model_id")
+            fields["cost"] = cost_of(model, fields["tokens"]) if isinstance(model, str) else 0.0
         try:
             message = Message(
                 id=draft.id,

@@ -11,9 +11,13 @@ Rules:
 - Nothing is dropped. Whatever brutus has no field for is kept in the message's ``metadata["opencode"]``:
   ``info`` (message fields such as ``path``, ``variant``, ``system``, ``tokens.total``), ``parts``
   (per part id: e.g. a tool part's provider ``metadata``, ``state.attachments``, a step's ``tokens.total``)
-  and, on the first message, ``session`` (``slug``, ``projectID``, ``version``, ``summary``; the session
-  ``time`` when it differs from the one derived from the messages; a ``parentID`` naming a session that is
-  not in the store). ``brutus.exporters.export_opencode`` lays them back, so export(import(file)) == file.
+  and, on the first message, ``session`` (``slug``, ``projectID``, ``version``, ``summary``; keys of the
+  session ``time`` besides created/updated; a ``parentID`` naming a session that is not in the store).
+  ``brutus.exporters.export_opencode`` lays them back, so export(import(file)) == file.
+- The session keeps its ``time.created`` / ``time.updated`` (else its messages' first creation and latest
+  activity), not the time of the import.
+- ``children`` (brutus's export: the sub-agent sessions, each an export of its own, recursively) become
+  child sessions of the session they sit in, written after it.
 - A ``metadata`` object or a ``synthetic`` flag on a message (written by brutus's own export) maps back onto
   ``Message.metadata`` / ``Message.synthetic``.
 - A part type brutus does not know, a missing id, or a value of the wrong type is refused with
@@ -29,9 +33,9 @@ from pydantic import ValidationError
 from ..errors import ImportFormatError
 from ..models import PART_TYPES, Message, MessageWithParts, Part
 from .fields import JSON, model_error, split
-from .plan import ImportedSession, SessionExists
+from .plan import ImportedSession, SessionExists, history_times
 
-__all__ = ["NAMESPACE", "RENAMES", "plan_opencode", "session_time", "with_extras"]
+__all__ = ["NAMESPACE", "RENAMES", "plan_opencode", "with_extras"]
 
 NAMESPACE = "opencode"
 RENAMES = {
@@ -57,15 +61,11 @@ def with_extras(metadata: JSON | None, extras: JSON) -> JSON:
     return {**(metadata or {}), NAMESPACE: namespace}
 
 
-def session_time(history: list[Message]) -> JSON:
-    """The session ``time`` an export derives from its messages: the first creation, the latest activity."""
-    created = history[0].time.created
-    updated = max(max(m.time.created, m.time.completed or 0) for m in history)
-    return {"created": created, "updated": updated}
-
-
-def plan_opencode(export: JSON, *, name: str, session_exists: SessionExists) -> list[ImportedSession]:
-    """The session an OpenCode export describes (one; OpenCode exports one session per file)."""
+def plan_opencode(
+    export: JSON, *, name: str, session_exists: SessionExists, parent: str | None = None
+) -> list[ImportedSession]:
+    """The session an OpenCode export describes, then the child sessions under its ``children`` (brutus's
+    export adds them; OpenCode ignores the field), depth first. ``parent``: the session enclosing this one."""
     info = export["info"]
     session_id = info.get("id")
     if not isinstance(session_id, str):
@@ -78,23 +78,49 @@ def plan_opencode(export: JSON, *, name: str, session_exists: SessionExists) -> 
         history.append(_entry(entry, session_id, where))
     parent_id = info.get("parentID")
     stash = {key: value for key, value in info.items() if key not in _SESSION_COLUMNS}
-    if parent_id is not None and not (isinstance(parent_id, str) and session_exists(parent_id)):
+    if parent is not None:
+        if parent_id != parent and parent_id is not None:
+            stash["parentID"] = parent_id
+        parent_id = parent
+    elif parent_id is not None and not (isinstance(parent_id, str) and session_exists(parent_id)):
         stash["parentID"] = parent_id
         parent_id = None
-    if history and "time" in info and info["time"] != session_time([e.info for e in history]):
-        stash["time"] = info["time"]
+    created, updated = history_times(history)
+    time = info.get("time")
+    if isinstance(time, dict) and all(_is_ms(time.get(key)) for key in ("created", "updated")):
+        created, updated = time["created"], time["updated"]
+        rest = {key: value for key, value in time.items() if key not in ("created", "updated")}
+        if rest:
+            stash["time"] = rest
+    elif time is not None:
+        stash["time"] = time
     if stash and history:
         first = history[0].info
         first.metadata = with_extras(first.metadata, {"session": stash})
-    return [
+    sessions = [
         ImportedSession(
             id=session_id,
             title=info.get("title"),
             directory=info.get("directory"),
             parent_id=parent_id,
             history=history,
+            created_at=created,
+            updated_at=updated,
         )
     ]
+    children = export.get("children", [])
+    if not isinstance(children, list):
+        raise ImportFormatError(f"{name}: 'children' must be an array of exports (the child sessions)")
+    for index, child in enumerate(children):
+        where = f"{name}: children[{index}]"
+        if not isinstance(child, dict) or not isinstance(child.get("info"), dict) or not isinstance(child.get("messages"), list):
+            raise ImportFormatError(f"{where}: a child session needs an 'info' object and a 'messages' array")
+        sessions += plan_opencode(child, name=where, session_exists=session_exists, parent=session_id)
+    return sessions
+
+
+def _is_ms(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
 
 
 def _entry(entry: JSON, session_id: str, where: str) -> MessageWithParts:

@@ -13,13 +13,16 @@ Rules:
   one-line Claude Code session.
 - Otherwise it is read as JSON Lines: every non-blank line must be a JSON object (the first broken line is
   named), and at least one must be a Claude Code entry (a ``type`` plus ``uuid``, ``sessionId`` or
-  ``leafUuid``). Nothing is skipped silently here: a file with a broken line is refused whole.
+  ``leafUuid``). A broken line is refused with the whole file, except the last line when it is cut short (the
+  JSON ends before its value does, as when the agent was killed mid-write): the file is read up to that line
+  and the ``Document`` says so in its ``warnings``. A last line with other damage is refused like any other.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,7 @@ Entry = tuple[int, dict[str, Any]]  # (line number, the line's object)
 
 _CLAUDE_CODE_KEYS = ("uuid", "sessionId", "leafUuid")
 _GZIP_MAGIC = b"\x1f\x8b"
+_CUT_TOKEN = re.compile(r"[-+.eE0-9]*|.*\\u[0-9a-fA-F]{0,3}")
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class Document:
     format: Format
     export: dict[str, Any] | None = None
     entries: tuple[Entry, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def read_document(path: str | Path) -> Document:
@@ -142,12 +147,18 @@ def _json_lines(text: str, name: str, whole: json.JSONDecodeError) -> Document:
             f"{name}: invalid JSON{truncated}: {whole.msg} (line {whole.lineno}, column {whole.colno})"
         )
     entries: list[Entry] = []
+    warnings: list[str] = []
     for number, line in lines:
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            cut = " (the last line is cut short: truncated?)" if number == lines[-1][0] else ""
-            raise ImportFormatError(f"{name}: line {number}: invalid JSON{cut}: {exc.msg} (column {exc.colno})") from None
+            if number == lines[-1][0] and _ends_early(line, exc):
+                warnings.append(
+                    f"{name}: line {number} is cut short (the file ends inside it: the agent was stopped "
+                    f"mid-write?); read up to line {lines[-2][0]}"
+                )
+                break
+            raise ImportFormatError(f"{name}: line {number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
         if not isinstance(value, dict):
             raise ImportFormatError(f"{name}: line {number}: a JSON {type(value).__name__}, not an object")
         entries.append((number, value))
@@ -155,4 +166,13 @@ def _json_lines(text: str, name: str, whole: json.JSONDecodeError) -> Document:
         raise ImportFormatError(
             f"{name}: JSON Lines, but no line is a Claude Code session entry (a 'type' with 'uuid' or 'sessionId')"
         )
-    return Document(name=name, format="claude-code", entries=tuple(entries))
+    return Document(name=name, format="claude-code", entries=tuple(entries), warnings=tuple(warnings))
+
+
+def _ends_early(line: str, exc: json.JSONDecodeError) -> bool:
+    """Whether a line's JSON is cut short (the text ends inside a value or between tokens) rather than damaged:
+    what follows the point of failure is nothing, or the start of a literal, a number or a ``\\u`` escape."""
+    if exc.msg.startswith("Unterminated string"):
+        return True
+    rest = line.rstrip()[exc.pos :]
+    return any(word.startswith(rest) for word in ("true", "false", "null")) or bool(_CUT_TOKEN.fullmatch(rest))

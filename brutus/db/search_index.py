@@ -1,0 +1,44 @@
+"""SQLite's full-text index, filled in batches (migration 0004 has the why).
+
+The triggers give every new or changed document a key in the writer's transaction; its text goes into FTS5
+later, in a batch: every ``INDEX_EVERY``-th write transaction of a process, and any that changed more than
+``BULK_ROWS`` rows, indexes every pending document inside that transaction, before its COMMIT (``maybe_index_pending``, called where brutus commits a write on
+SQLite). FTS5 writes a segment at each commit that touches it (about 45 µs, more than the write it indexes);
+a batch pays that once. A search reads the pending documents itself (``search_ops``), so nothing committed
+is missing from its answers. No dependencies: ``fast.py`` imports it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+__all__ = ["BULK_ROWS", "INDEX_EVERY", "index_pending", "maybe_index_pending"]
+
+INDEX_EVERY = 32  # write transactions per batch
+BULK_ROWS = 256  # a transaction that changed more rows than this indexes at once
+_INDEX_PENDING = (
+    "INSERT INTO search_index(rowid, body) SELECT key, body FROM search_documents "
+    "WHERE key > (SELECT indexed FROM search_state)",
+    "UPDATE search_state SET indexed = max(indexed, coalesce((SELECT max(key) FROM search_keys), 0))",
+)
+_writes = itertools.count(1)
+_changes: dict[int, int] = {}  # sqlite3 connection id -> its total_changes at its last write transaction
+
+
+def index_pending(dbapi: Any) -> None:
+    """Put the pending documents into the FTS5 index, on the sqlite3 connection ``dbapi``, inside the write
+    transaction it is in."""
+    for statement in _INDEX_PENDING:
+        dbapi.execute(statement)
+
+
+def maybe_index_pending(dbapi: Any) -> None:
+    """Before a write transaction's COMMIT: every ``INDEX_EVERY``-th of this process, and any that changed
+    more than ``BULK_ROWS`` rows (an import, a long batch), indexes what is pending (not on a read-only
+    connection: a batch of reads commits too)."""
+    changes = dbapi.total_changes
+    bulk = changes - _changes.get(id(dbapi), 0) > BULK_ROWS
+    _changes[id(dbapi)] = changes
+    if (next(_writes) % INDEX_EVERY == 0 or bulk) and not dbapi.execute("PRAGMA query_only").fetchone()[0]:
+        index_pending(dbapi)

@@ -1,0 +1,412 @@
+"""Full-text search (``store.search``, ``brutus search``) on SQLite and PostgreSQL: hits anywhere in the history
+(before a compaction, pruned outputs, summaries) with whether the model still sees them, filters, snippets,
+input that is never query syntax, the index kept current by every write path, and migration 0004's backfill
+and downgrade."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+from typing import Any
+
+import pytest
+from cli_helpers import run
+from sqlalchemy import inspect, text
+
+from brutus import AsyncSessionStore, InvalidInput, NotFound, SearchHit, SessionStore
+from brutus.db import migrate
+from brutus.db.engine import make_engine
+from brutus.search import make_snippet
+from brutus.db.search_index import INDEX_EVERY, index_pending
+
+DAY = 86_400_000
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _tool(call_id: str, tool: str, command: str, output: str, *, compacted: int | None = None) -> dict[str, Any]:
+    time = {"start": 1, "end": 2, **({"compacted": compacted} if compacted else {})}
+    return {"type": "tool", "call_id": call_id, "tool": tool,
+            "state": {"status": "completed", "input": {"command": command}, "output": output, "title": f"ran {tool}", "time": time}}
+
+
+def _msg(id: str, role: str, day: int, parts: list[dict[str, Any]], **info: Any) -> dict[str, Any]:
+    return {"info": {"id": id, "role": role, "time": {"created": T0 + day * DAY}, **info}, "parts": parts}
+
+
+def build(store: SessionStore) -> str:
+    """A session compacted once: before the boundary a user turn and a pruned bash output; the summary; after it
+    a turn with a pruned and a visible output. "zebra" is in each."""
+    session = store.create_session(title="Fix the zebra parser", id="ses_main")
+    store.append_messages(session.id, [
+        _msg("msg_01", "user", 0, [_text("the zebra migration fails on filter_compacted")]),
+        _msg("msg_02", "assistant", 0, [_tool("c1", "bash", "grep -rn zebra src/", "src/zoo.py:1: zebra = 1", compacted=T0),
+                                        _text("found it in zoo.py")], parent_id="msg_01", finish="stop"),
+        _msg("msg_03", "user", 1, [{"type": "compaction", "auto": False}]),
+        _msg("msg_04", "assistant", 1, [_text("Summary: we chased the zebra bug into zoo.py")],
+             parent_id="msg_03", summary=True, finish="stop", mode="compaction"),
+        _msg("msg_05", "user", 2, [_text("now fix the test")]),
+        _msg("msg_06", "assistant", 2, [_tool("c2", "read", "cat zoo.py", "old zebra notes", compacted=T0 + 2 * DAY),
+                                        _tool("c3", "bash", "pytest", "1 passed: zebra ok")], parent_id="msg_05", finish="stop"),
+    ])
+    return session.id
+
+
+def _brief(hits: list[SearchHit]) -> list[tuple[Any, ...]]:
+    return [(h.message_id, h.field, h.tool, h.in_view, h.pruned, h.summary) for h in hits]
+
+
+# -- what is found -------------------------------------------------------------------------------------------
+
+
+def test_hits_everywhere_newest_first_with_what_the_model_sees(store: SessionStore) -> None:
+    build(store)
+    assert store.filter_compacted("ses_main")[0].info.id == "msg_03"  # the boundary the view starts at
+    hits = store.search("zebra")
+    assert _brief(hits) == [
+        ("msg_06", "output", "bash", True, False, False),
+        ("msg_06", "output", "read", False, True, False),  # pruned after the boundary: out of view
+        ("msg_04", "text", None, True, False, True),  # the compaction summary
+        ("msg_02", "call", "bash", False, False, False),  # before the boundary: compacted
+        ("msg_02", "output", "bash", False, True, False),
+        ("msg_01", "text", None, False, False, False),
+    ]
+    first = hits[0]
+    assert (first.session_id, first.session_title, first.role, first.part_type, first.time) == (
+        "ses_main", "Fix the zebra parser", "assistant", "tool", T0 + 2 * DAY)
+    assert first.snippet == "1 passed: zebra ok" and first.marks == ((10, 15),)
+    assert hits[3].snippet == "bash ran bash grep -rn zebra src/"  # a call: name, title, input strings
+    assert all(h.snippet[a:b].lower() == "zebra" for h in hits for a, b in h.marks)
+
+
+def test_every_word_must_be_in_one_text(store: SessionStore) -> None:
+    build(store)
+    assert _brief(store.search("zebra bug")) == [("msg_04", "text", None, True, False, True)]
+    assert store.search("zebra pytest") == []  # the call says pytest, its output says zebra: two texts
+    assert [h.message_id for h in store.search("filter_compacted")] == ["msg_01"]  # a phrase of two tokens
+    assert _brief(store.search("ZOO.PY")) == [  # any case; "src/zoo.py:1" holds the words zoo and py
+        ("msg_06", "call", "read", True, False, False),
+        ("msg_04", "text", None, True, False, True),
+        ("msg_02", "text", None, False, False, False),  # within a message, later parts first
+        ("msg_02", "output", "bash", False, True, False),
+    ]
+    assert store.search("zebr") == []  # whole words only
+
+
+def test_filters(store: SessionStore) -> None:
+    build(store)
+    other = store.create_session(title="other", id="ses_other")
+    store.append_messages(other.id, [_msg("msg_x1", "user", 5, [_text("a zebra elsewhere")])])
+    assert [h.session_id for h in store.search("zebra", limit=2)] == ["ses_other", "ses_main"]
+    assert {h.session_id for h in store.search("zebra", session_id="ses_main")} == {"ses_main"}
+    assert [h.message_id for h in store.search("zebra", role="user")] == ["msg_x1", "msg_01"]
+    assert _brief(store.search("zebra", tool="read")) == [("msg_06", "output", "read", False, True, False)]
+    assert [h.message_id for h in store.search("zebra", since=T0 + 2 * DAY)] == ["msg_x1", "msg_06", "msg_06"]
+    with pytest.raises(NotFound):
+        store.search("zebra", session_id="ses_missing")
+    for bad in ({"role": "system"}, {"limit": 0}, {"limit": True}, {"since": -1}, {"since": "yesterday"}, {"tool": ""}):
+        with pytest.raises(InvalidInput):
+            store.search("zebra", **bad)
+
+
+def test_a_query_is_words_never_syntax(store: SessionStore) -> None:
+    build(store)
+    for empty in ("", "   ", '"', "()*-:^", "\t\n"):
+        with pytest.raises(InvalidInput, match="nothing to search for"):
+            store.search(empty)
+    with pytest.raises(InvalidInput):
+        store.search("zebra\x00")
+    with pytest.raises(InvalidInput):
+        store.search(None)  # type: ignore[arg-type]
+    for odd in ('zebra"', '"zebra', "zebra*", "-zebra", "zebra:", "(zebra)", "'zebra'", "zebra^"):
+        assert len(store.search(odd)) == 6, odd
+    for nothing in ('AND(', 'NEAR(zebra', 'zebra OR lion', 'zebra NOT bug', '"" AND ""', "col:zebra"):
+        assert store.search(nothing) == [], nothing
+
+
+def test_snippets_are_cut_around_the_first_match() -> None:
+    text = " ".join(f"w{i}" for i in range(100)) + " the ZEBRA   ran\n\naway " + " ".join(f"v{i}" for i in range(100))
+    snippet, marks = make_snippet(text, ["zebra"])
+    assert snippet.startswith("…") and snippet.endswith("…")
+    assert "the ZEBRA ran away" in snippet and len(snippet) <= 162
+    assert [snippet[a:b] for a, b in marks] == ["ZEBRA"]
+    assert snippet.index("ZEBRA") <= 45  # little context before it
+    assert make_snippet("short zebra", ["zebra"]) == ("short zebra", ((6, 11),))
+    assert make_snippet("no match here", ["zebra"]) == ("no match here", ())
+    assert make_snippet("zebras and a zebra_b", ["zebra_b"]) == ("zebras and a zebra_b", ((13, 20),))
+
+
+# -- the index stays current ---------------------------------------------------------------------------------
+
+
+def _sqlite_index_is_exact(url: str, *, catch_up: bool = False) -> None:
+    """SQLite: the FTS5 index holds exactly the documents a fresh build from the rows would (term, document,
+    offset) for every key it says it has indexed, and every key names a row that exists. ``catch_up``: index
+    what is pending first (as the writers' batches do), and check that nothing is left pending."""
+    if not url.startswith("sqlite"):
+        return
+    db = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        if catch_up:
+            db.execute("BEGIN IMMEDIATE")
+            index_pending(db)
+            db.execute("COMMIT")
+            assert db.execute("SELECT count(*) FROM search_documents WHERE key > (SELECT indexed FROM search_state)").fetchone() == (0,)
+        db.execute("CREATE VIRTUAL TABLE temp.fresh USING fts5(body, content='', tokenize='unicode61 remove_diacritics 0')")
+        db.execute("INSERT INTO temp.fresh(rowid, body) SELECT key, body FROM search_documents "
+                   "WHERE key <= (SELECT indexed FROM search_state)")
+        db.execute("CREATE VIRTUAL TABLE temp.v_live USING fts5vocab(main, search_index, instance)")
+        db.execute("CREATE VIRTUAL TABLE temp.v_fresh USING fts5vocab(temp, fresh, instance)")
+        live = db.execute("SELECT term, doc, offset FROM temp.v_live ORDER BY 1, 2, 3").fetchall()
+        fresh = db.execute("SELECT term, doc, offset FROM temp.v_fresh ORDER BY 1, 2, 3").fetchall()
+        assert live == fresh
+        orphans = db.execute(
+            "SELECT count(*) FROM search_keys k WHERE NOT EXISTS (SELECT 1 FROM parts p WHERE p.id = k.part_id"
+            " AND k.kind = 0) AND NOT EXISTS (SELECT 1 FROM tool_states t WHERE t.part_id = k.part_id AND k.kind = 1)"
+            " AND NOT EXISTS (SELECT 1 FROM tool_outputs o WHERE o.part_id = k.part_id AND k.kind = 2)"
+        ).fetchone()[0]
+        assert orphans == 0
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["pending", "indexed"])
+def test_every_write_path_keeps_the_index_current(store: SessionStore, store_url: str, batched: bool) -> None:
+    """Each write, then a search. ``pending``: the documents are not in FTS5 yet and the search reads them
+    itself; ``indexed``: after each write a batch puts them in (SQLite), so changes and deletes must take the
+    old text out of FTS5."""
+
+    def settle() -> None:
+        if batched and store_url.startswith("sqlite"):
+            _sqlite_index_is_exact(store_url, catch_up=True)
+
+    session_id = build(store)
+    settle()
+    _sqlite_index_is_exact(store_url)
+    message = store.append_message(session_id, "assistant")
+    part = store.append_part(message.id, {"type": "tool", "call_id": "c9", "tool": "bash", "state": {"status": "pending", "input": {"command": "make giraffe"}}})
+    settle()
+    assert _brief(store.search("giraffe")) == [(message.id, "call", "bash", True, False, False)]
+    store.update_tool(part.id, status="running", title="building okapi")
+    settle()
+    assert [h.field for h in store.search("okapi")] == ["call"]
+    store.update_tool(part.id, status="completed", output="built the okapi", title="built")
+    settle()
+    assert [h.field for h in store.search("okapi")] == ["output"]  # the old title is gone from the index
+    assert [h.field for h in store.search("giraffe built")] == ["call"]
+    store.append_part(message.id, {"type": "reasoning", "text": "thinking of a pangolin"})
+    settle()
+    assert [h.part_type for h in store.search("pangolin")] == ["reasoning"]
+    _sqlite_index_is_exact(store_url)
+
+    assert store.rewind(session_id, message.id) == 1
+    assert store.search("okapi") == store.search("pangolin") == store.search("giraffe") == []
+    _sqlite_index_is_exact(store_url)
+
+    result = store.gc(T0 + DAY)  # drops the output pruned at T0 (before the boundary), keeps its call
+    assert result.parts == 1
+    settle()
+    assert _brief(store.search("zebra", session_id=session_id, tool="bash")) == [
+        ("msg_06", "output", "bash", True, False, False), ("msg_02", "call", "bash", False, False, False)]
+    _sqlite_index_is_exact(store_url)  # VACUUM kept the keys
+
+    child = store.create_session(parent_id=session_id)
+    store.append_messages(child.id, [_msg("msg_c1", "user", 3, [_text("a child zebra")])])
+    settle()
+    store.delete_session(session_id)
+    assert store.search("zebra") == []
+    _sqlite_index_is_exact(store_url, catch_up=True)
+
+
+def test_sqlite_writers_index_in_batches_and_a_search_sees_what_is_pending(tmp_path) -> None:
+    """Writes give documents keys; every 32nd write transaction of a process puts what is pending into FTS5,
+    inside that transaction. A search in between finds the pending documents too, and a read-only store
+    (which never indexes) as well."""
+    url = f"sqlite:///{tmp_path / 'batch.db'}"
+    with SessionStore.open(url) as store:
+        session = store.create_session()
+        db = sqlite3.connect(tmp_path / "batch.db")
+        state = lambda: db.execute(  # noqa: E731
+            "SELECT (SELECT indexed FROM search_state), (SELECT max(key) FROM search_keys), "
+            "(SELECT count(*) FROM search_index_docsize)").fetchone()
+        for i in range(INDEX_EVERY * 2 + 5):
+            message = store.append_message(session.id, "user")
+            store.append_part(message.id, _text(f"step {i} capybara{i}"))
+            indexed, newest, in_fts = state()
+            if indexed < newest:  # pending: the search reads them
+                assert [h.message_id for h in store.search(f"capybara{i}")] == [message.id]
+            assert in_fts == indexed  # every indexed key is in FTS5, nothing above the mark
+        assert 0 < indexed < newest  # some batches ran, some documents wait
+        with SessionStore.open(url, read_only=True) as reader:
+            found = {h.message_id for h in reader.search("step", limit=100)}
+        assert len(found) == INDEX_EVERY * 2 + 5
+        db.close()
+    _sqlite_index_is_exact(url, catch_up=True)
+
+
+def test_a_key_given_out_again_counts_as_pending(tmp_path) -> None:
+    """SQLite hands out the highest key's number again once its row is gone: the index's mark goes down with
+    it, so the new document is pending (found by a search, indexed by the next batch), not taken as indexed."""
+    url = f"sqlite:///{tmp_path / 'reuse.db'}"
+    with SessionStore.open(url) as store:
+        session = store.create_session()
+        first = store.append_message(session.id, "user")
+        store.append_part(first.id, _text("an aardvark"))
+        last = store.append_message(session.id, "user")
+        store.append_part(last.id, _text("a wombat"))
+        _sqlite_index_is_exact(url, catch_up=True)
+        db = sqlite3.connect(tmp_path / "reuse.db")
+        (gone,) = db.execute("SELECT max(key) FROM search_keys").fetchone()
+        assert store.rewind(session.id, last.id) == 1
+        again = store.append_message(session.id, "user")
+        store.append_part(again.id, _text("a numbat"))
+        assert db.execute("SELECT max(key), (SELECT indexed FROM search_state) FROM search_keys").fetchone() == (gone, gone - 1)
+        db.close()
+        assert [h.message_id for h in store.search("numbat")] == [again.id] and store.search("wombat") == []
+    _sqlite_index_is_exact(url, catch_up=True)
+
+
+def test_huge_and_hostile_text_is_indexed_up_to_the_limit(store: SessionStore) -> None:
+    session = store.create_session()
+    message = store.append_message(session.id, "assistant")
+    odd = "nul \x00 lone \ud800 escape \ue000 crlf\r\n é漢 quokka"
+    store.append_part(message.id, _text(odd))
+    big = "word " * 39_990 + "narwhal " + "x" * 3_000_000  # a 3 MB output; the match within the first 200,000
+    store.append_part(message.id, {"type": "tool", "call_id": "c", "tool": "bash", "state": {"status": "completed", "input": {"q": odd}, "output": big + " beyondlimit"}})
+    assert [h.field for h in store.search("quokka")] == ["call", "text"]
+    assert "quokka" in store.search("quokka")[1].snippet
+    assert [h.field for h in store.search("narwhal")] == ["output"]
+    assert store.search("beyondlimit") == []
+
+
+def test_the_async_store_searches_too(store_url: str) -> None:
+    sync = SessionStore.open(store_url)
+    build(sync)
+    sync.close()
+
+    async def main() -> list[SearchHit]:
+        async with await AsyncSessionStore.open(store_url) as store:
+            return await store.search("zebra", role="user")
+
+    assert [h.message_id for h in asyncio.run(main())] == ["msg_01"]
+
+
+# -- the CLI -------------------------------------------------------------------------------------------------
+
+
+def test_cli_prints_hits_plain_when_piped(store: SessionStore, store_url: str) -> None:
+    build(store)
+    result = run("search", "zebra", "--tool", "bash", "--db", store_url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "ses_main  Fix the zebra parser",
+        "  msg_06  assistant  2026-01-03 00:00  in view",
+        "    bash output: 1 passed: **zebra** ok",
+        "  msg_02  assistant  2026-01-01 00:00  compacted",
+        "    bash call: bash ran bash grep -rn **zebra** src/",
+        "  msg_02  assistant  2026-01-01 00:00  pruned",
+        "    bash output: src/zoo.py:1: **zebra** = 1",
+    ]
+    assert run("search", "nothinglikethis", "--db", store_url).stdout == "no hits\n"
+
+
+def test_cli_json_gives_every_field(store: SessionStore, store_url: str) -> None:
+    build(store)
+    result = run("search", "zebra", "--json", "--limit", "1", "--since", "2026-01-02", "--role", "assistant", "--db", store_url)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [{
+        "session_id": "ses_main", "session_title": "Fix the zebra parser", "message_id": "msg_06",
+        "part_id": store.messages("ses_main")[5].parts[1].id, "role": "assistant", "summary": False,
+        "part_type": "tool", "field": "output", "tool": "bash", "snippet": "1 passed: zebra ok", "marks": [[10, 15]],
+        "time": T0 + 2 * DAY, "in_view": True, "pruned": False,
+    }]
+
+
+def test_cli_at_80_columns_never_cuts_an_id(store: SessionStore, store_url: str) -> None:
+    session = store.create_session(title="A title far too long to fit on one line of an eighty-column terminal, really")
+    message = store.append_message(session.id, "user")
+    store.append_part(message.id, _text("lorem " * 30 + "zebra " + "ipsum " * 60))
+    result = run("search", "zebra", "--db", store_url, env={"COLUMNS": "80", "TTY_COMPATIBLE": "1"})
+    assert result.returncode == 0, result.stderr
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout).splitlines()
+    assert len(lines) == 3 and all(len(line) <= 80 for line in lines), lines
+    assert lines[0].startswith(session.id + "  A title") and lines[0].endswith("…")
+    assert lines[1].split() == [message.id, "user", *lines[1].split()[2:4], "in", "view"]
+    assert "zebra" in lines[2] and lines[2].endswith("…")
+
+
+def test_cli_errors_are_one_line_and_write_nothing(store_url: str, tmp_path) -> None:
+    cases = [
+        (("search", "", "--db", store_url), 1, "brutus: error: nothing to search for"),
+        (("search", "zebra", "--session", "ses_missing", "--db", store_url), 1, "brutus: error:"),
+        (("search", "zebra", "--since", "yesterday", "--db", store_url), 2, "Invalid value for --since"),
+        (("search", "zebra", "--role", "system", "--db", store_url), 2, "Invalid value for '--role'"),
+        (("search", "zebra", "--limit", "0", "--db", store_url), 2, "Invalid value for '--limit'"),
+    ]
+    for args, code, message in cases:
+        result = run(*args)
+        assert (result.returncode, result.stdout) == (code, ""), (args, result)
+        assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
+    missing = tmp_path / "missing.db"
+    assert run("search", "zebra", "--db", f"sqlite:///{missing}").returncode == 1
+    assert not missing.exists()  # a reading command never creates a database
+
+
+# -- migration 0004 ------------------------------------------------------------------------------------------
+
+
+def _search_objects(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                rows = conn.execute(text(
+                    "SELECT indexname FROM pg_indexes WHERE indexname LIKE '%search' UNION ALL "
+                    "SELECT proname FROM pg_proc WHERE proname IN ('brutus_json_strings', 'brutus_search_vector')"))
+                return {r[0] for r in rows}
+            rows = conn.execute(text("SELECT name FROM sqlite_master WHERE name LIKE 'search%'"))
+            return {r[0] for r in rows}
+    finally:
+        engine.dispose()
+
+
+def test_0004_backfills_a_0003_database_and_downgrades(db_url: str) -> None:
+    engine = make_engine(db_url)
+    migrate.upgrade(engine, "0003")
+    assert _search_objects(db_url) == set()
+    old = SessionStore(engine)  # the constructor does not migrate: rows written at 0003
+    build(old)
+    old.close()
+
+    with pytest.raises(Exception):  # noqa: B017  reading commands never migrate
+        SessionStore.open(db_url, auto_migrate=False).search("zebra")
+    with SessionStore.open(db_url) as store:  # upgrades to head: the index is built from the rows
+        assert len(store.search("zebra")) == 6
+        assert [h.message_id for h in store.search("chased")] == ["msg_04"]
+    _sqlite_index_is_exact(db_url)
+    assert _search_objects(db_url)
+
+    engine = make_engine(db_url)
+    migrate.downgrade(engine, "0003")
+    engine.dispose()
+    assert _search_objects(db_url) == set()
+    engine = make_engine(db_url)
+    at_0003 = SessionStore(engine)
+    message = at_0003.append_message("ses_main", "user")  # writes work without the triggers
+    at_0003.append_part(message.id, _text("written at 0003: a wombat"))
+    at_0003.close()
+    with SessionStore.open(db_url) as store:
+        assert [h.message_id for h in store.search("wombat")] == [message.id]
+        assert len(store.search("zebra")) == 6
+    _sqlite_index_is_exact(db_url)
+    if db_url.startswith("postgresql"):
+        engine = make_engine(db_url)
+        with engine.connect() as conn:
+            names = {ix["name"] for ix in inspect(conn).get_indexes("tool_outputs")}
+        engine.dispose()
+        assert "ix_tool_outputs_search" in names
