@@ -44,7 +44,8 @@ from .models import (
     ToolPart,
     ToolState,
 )
-from .overflow import DEFAULT_MODEL_LIMITS, OUTPUT_TOKEN_MAX, estimate_message_tokens, model_limits
+from .estimates import estimate_message_tokens
+from .limits import DEFAULT_MODEL_LIMITS, OUTPUT_TOKEN_MAX, model_limits
 from .replay_cost import CostMeter
 from .replay_meter import RecordedCalls, Usage, measure_view
 from .store import SessionStore

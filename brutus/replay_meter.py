@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .history import filter_compacted
 from .models import MessageWithParts, TokenCounts, ToolPart
-from .overflow import context_size, estimate_message_tokens, estimate_part_tokens
+from .estimates import context_size, estimate_message_tokens, estimate_part_tokens
 
 __all__ = ["MAX_RATIO", "MIN_RATIO", "RecordedCalls", "Usage", "measure_view"]
 

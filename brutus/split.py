@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from .errors import InvalidInput
 from .models import MessageWithParts, ToolPart
-from .overflow import estimate_message_tokens
+from .estimates import estimate_message_tokens
 
 __all__ = ["DEFAULT_PRESERVE_RATIO", "is_split_boundary", "preserve_budget", "split_point"]
 

@@ -18,7 +18,7 @@ from brutus.db.stats_ops import session_stats
 from brutus.errors import ImportFormatError, InvalidInput
 from brutus.history import filter_compacted
 from brutus.models import MessageWithParts, ModelLimits, TokenCounts
-from brutus.overflow import context_size, estimate_message_tokens
+from brutus.estimates import context_size, estimate_message_tokens
 from brutus.render import to_anthropic, validate_anthropic
 from brutus.replay import ReplayReport, load_recording, replay, replay_file, replay_limits
 from brutus.replay_meter import RecordedCalls, Usage, measure_view

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brutus.errors import InvalidInput
-from brutus.overflow import estimate_message_tokens
+from brutus.estimates import estimate_message_tokens
 from brutus.split import DEFAULT_PRESERVE_RATIO, is_split_boundary, preserve_budget, split_point
 
 

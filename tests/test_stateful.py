@@ -36,7 +36,7 @@ from brutus.models import (
     ToolPart,
     ToolState,
 )
-from brutus.overflow import context_size, has_conversation_messages
+from brutus.estimates import context_size, has_conversation_messages
 from brutus.pruning import prune as pure_prune
 from brutus.summarizers import Summary, SummaryRequest
 from brutus.toolstate import TRANSITIONS

@@ -7,7 +7,7 @@ import pytest
 
 from brutus.errors import InvalidInput
 from brutus.models import MessageWithParts
-from brutus.overflow import estimate_message_tokens
+from brutus.estimates import estimate_message_tokens
 from brutus.render import to_anthropic, validate_anthropic
 from brutus.summarizers import SummaryRequest, estimate_request_tokens, request_fits, shrink_request
 from brutus.summarizers.prompts import summary_prompt, system_prompt

@@ -13,7 +13,7 @@ from tier_sessions import goal_arc_turns, goal_batch_figures, write_goal_arcs
 
 from brutus.history import filter_compacted
 from brutus.importers import plan_document, read_document
-from brutus.overflow import estimate_message_tokens
+from brutus.estimates import estimate_message_tokens
 from brutus.render import anthropic_problems, to_anthropic
 from brutus.store import SessionStore
 from brutus.summarizers import GOAL_BATCH_SECTIONS, ExtractiveSummarizer, Summary, SummaryRequest

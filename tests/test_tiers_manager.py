@@ -10,7 +10,7 @@ from history_builders import assistant, text, tool, user
 
 from brutus.errors import InvalidInput
 from brutus.models import TokenCounts
-from brutus.overflow import context_size
+from brutus.estimates import context_size
 from brutus.render import anthropic_problems, to_anthropic
 from brutus.summarizers import ExtractiveSummarizer, Summary
 from brutus.tiers import (

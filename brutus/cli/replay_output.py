@@ -62,7 +62,7 @@ def print_comparison(comparison: dict[str, Any]) -> None:
 
 def usable_line(report: ReplayReport) -> str:
     """The limit, what of it the prompt may use, and why: the output reserve ``is_overflow`` keeps (seed 004)."""
-    from ..overflow import DEFAULT_MODEL_LIMITS, OUTPUT_TOKEN_MAX, model_limits
+    from ..limits import DEFAULT_MODEL_LIMITS, OUTPUT_TOKEN_MAX, model_limits
 
     limits = report.limits
     head = f"limit {limits.context:,} tokens, usable {report.usable_tokens:,}"

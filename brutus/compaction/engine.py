@@ -20,7 +20,7 @@ from ..db import compaction_ops, history_ops
 from ..db.statements import Op
 from ..errors import CompactionStalled, InvalidInput, NothingToCompact
 from ..models import CompactionConfig, CompactionResult
-from ..overflow import has_conversation_messages
+from ..estimates import has_conversation_messages
 from . import plan
 from .hooks import Hooks
 

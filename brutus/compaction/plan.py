@@ -20,7 +20,7 @@ from typing import Any
 
 from ..history import is_completed_summary
 from ..models import CompactionConfig, MessageWithParts
-from ..overflow import MESSAGE_OVERHEAD_TOKENS, context_size, estimate_message_tokens
+from ..estimates import MESSAGE_OVERHEAD_TOKENS, context_size, estimate_message_tokens
 from ..pruning import prune
 from ..split import split_point
 from ..tokens import estimate_tokens

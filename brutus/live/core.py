@@ -26,7 +26,8 @@ from ..compaction.plan import ENDED
 from ..db.compaction_ops import CONTINUE_TEXT
 from ..errors import InvalidInput
 from ..models import MessageWithParts, ModelLimits
-from ..overflow import context_size, model_limits
+from ..estimates import context_size
+from ..limits import model_limits
 from ..tokens import estimate_tokens
 from .blocks import KEY, canonical, parse_response, parse_tool_result, recorded_response, response_dict
 from .policy import ContextPolicy, Plan, plan_request, threshold

@@ -25,7 +25,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..models import CompactionConfig, ModelLimits
-from ..overflow import OUTPUT_TOKEN_MAX
+from ..limits import OUTPUT_TOKEN_MAX
 
 __all__ = ["CACHE_TTL_MS", "ContextPolicy", "Plan", "PruneMode", "plan_request", "threshold", "usable_tokens"]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..models import Message, MessageTime, MessageWithParts, TextPart, ToolPart
-from ..overflow import estimate_message_tokens
+from ..estimates import estimate_message_tokens
 from ..split import is_split_boundary
 from ..tokens import estimate_tokens
 from .base import SummaryRequest

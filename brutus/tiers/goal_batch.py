@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 
 from ..models import MessageWithParts
-from ..overflow import MESSAGE_OVERHEAD_TOKENS
+from ..estimates import MESSAGE_OVERHEAD_TOKENS
 from ..summarizers.base import Summary, SummaryRequest
 from ..summarizers.extract import user_directions
 from ..summarizers.extractive import EXTRACTIVE_MODEL, extractive_summary

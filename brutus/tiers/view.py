@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from ..history import compaction_part, completed_compactions
 from ..models import MessageWithParts
-from ..overflow import estimate_message_tokens
+from ..estimates import estimate_message_tokens
 from .metadata import claims_tier_summary, tier_metadata
 
 __all__ = ["Span", "barrier_ids", "is_barrier", "span_of", "tier_view", "view_tokens"]

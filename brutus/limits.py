@@ -1,4 +1,4 @@
-"""How full a model's context is: overflow, budgets and thresholds, model limits, message estimates.
+"""How full a model's context may get: model limits, overflow, budgets and thresholds.
 
 Rules:
 
@@ -8,50 +8,37 @@ Rules:
   count > usable. ``context == 0`` means unlimited: never an overflow.
 - ``TokenBudget`` (seeds 000, 002): utilization = used / context; ``should_compact`` when it is above 0.80,
   ``must_compact`` above 0.95 (both configurable); an unlimited context (0) never asks for compaction.
-- ``should_compact(input, output, added, limit)`` (seed 003, cagent): input + output + added above 90 % of
-  the limit; a non-positive limit is unlimited.
+- ``cagent_should_compact(input, output, added, limit)`` (seed 003, cagent): input + output + added above
+  90 % of the limit; a non-positive limit is unlimited.
 - ``model_limits`` looks a model up in ``MODEL_LIMITS`` after normalising provider prefixes and suffixes
   (``anthropic/…``, Bedrock ``us.anthropic.…-v1:0``, Vertex ``…@date``), then by its longest known prefix; an
   unknown model gets ``DEFAULT_MODEL_LIMITS`` (200K, seed 000). The ``context-1m-2025-08-07`` beta lifts the
   context of Claude Sonnet 4.x models (only those) to 1M.
-- ``estimate_message_tokens`` is conservative (it counts what may be sent, as it would be rendered): text
-  (not ignored), reasoning, tool name + JSON input + the rendered result (a pruned output counts as its short
-  placeholder), file mentions, subtasks and the compaction prompt, plus ``MESSAGE_OVERHEAD_TOKENS`` per message.
-- ``context_size`` = the last assistant message's reported usage (input + output + cache read + cache write)
-  plus the tool results added to it after that call and the estimates of every message after it. Usage
-  reported before a summary message measured the context that the summary replaced, so the search stops
-  at a summary; without usable usage the whole history is estimated.
+
+What a history occupies is estimated in ``brutus.estimates``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .errors import InvalidInput
-from .models import MessageWithParts, ModelLimits, Part, ReasoningPart, TokenCounts, ToolPart
-from .render import part_text, tool_result
-from .tokens import estimate_json_tokens, estimate_tokens
+from .models import ModelLimits, TokenCounts
 
 __all__ = [
     "CONTEXT_1M_BETA",
     "DEFAULT_MODEL_LIMITS",
-    "MESSAGE_OVERHEAD_TOKENS",
     "MODEL_LIMITS",
     "OUTPUT_TOKEN_MAX",
     "TokenBudget",
-    "context_size",
-    "estimate_message_tokens",
-    "estimate_part_tokens",
-    "has_conversation_messages",
+    "cagent_should_compact",
     "is_overflow",
     "model_limits",
-    "should_compact",
 ]
 
 OUTPUT_TOKEN_MAX = 32_000
-MESSAGE_OVERHEAD_TOKENS = 4  # role and separators (seeds 000, 003)
 CONTEXT_1M_BETA = "context-1m-2025-08-07"
 
 
@@ -107,7 +94,7 @@ class TokenBudget:
         return _above(self.used_tokens, self.context_limit, self.critical_threshold)
 
 
-def should_compact(input: int, output: int, added: int, limit: int, threshold: float = 0.9) -> bool:
+def cagent_should_compact(input: int, output: int, added: int, limit: int, threshold: float = 0.9) -> bool:
     """cagent's rule: input + output + added above ``threshold`` of ``limit``; a limit <= 0 is unlimited."""
     return _above(input + output + added, limit, threshold)
 
@@ -167,55 +154,3 @@ def model_limits(model_id: str, betas: Iterable[str] = ()) -> ModelLimits:
     if key and key.startswith("claude-sonnet-4") and CONTEXT_1M_BETA in tuple(betas):
         return limits.model_copy(update={"context": _CONTEXT_1M})
     return limits.model_copy()  # the table's models stay untouched whatever the caller does
-
-
-# -- estimates -------------------------------------------------------------------------------------------
-
-
-def estimate_part_tokens(part: Part) -> int:
-    """The estimate of one part as it may be sent to a model."""
-    if isinstance(part, ToolPart):
-        text, _ = tool_result(part.state)
-        return estimate_tokens(part.tool) + estimate_json_tokens(part.state.input) + estimate_tokens(text)
-    if isinstance(part, ReasoningPart):
-        return estimate_tokens(part.text)
-    return estimate_tokens(part_text(part))
-
-
-def estimate_message_tokens(message: MessageWithParts) -> int:
-    """A conservative estimate of one message: its parts plus ``MESSAGE_OVERHEAD_TOKENS``."""
-    return MESSAGE_OVERHEAD_TOKENS + sum(estimate_part_tokens(part) for part in message.parts)
-
-
-def has_conversation_messages(history: Iterable[MessageWithParts]) -> bool:
-    """Whether anything is worth summarizing: a non-blank, non-ignored text, a tool call, a file or a subtask."""
-    for message in history:
-        for part in message.parts:
-            if part.type == "text":
-                if not part.ignored and part.text.strip():
-                    return True
-            elif part.type in ("tool", "file", "subtask"):
-                return True
-    return False
-
-
-def _reported(tokens: TokenCounts) -> int:
-    return tokens.input + tokens.output + tokens.cache.read + tokens.cache.write
-
-
-def context_size(history: Sequence[MessageWithParts]) -> int:
-    """The tokens ``history`` (the view that will be sent) occupies: last reported usage plus estimates after it."""
-    for index in range(len(history) - 1, -1, -1):
-        info = history[index].info
-        if info.role != "assistant":
-            continue
-        if info.summary:
-            break
-        if _reported(info.tokens):
-            added = sum(
-                estimate_tokens(tool_result(part.state)[0])
-                for part in history[index].parts
-                if isinstance(part, ToolPart)
-            )
-            return _reported(info.tokens) + added + sum(estimate_message_tokens(m) for m in history[index + 1 :])
-    return sum(estimate_message_tokens(message) for message in history)

@@ -21,21 +21,8 @@ from brutus.models import (
     SubtaskPart,
     TokenCounts,
 )
-from brutus.overflow import (
-    CONTEXT_1M_BETA,
-    DEFAULT_MODEL_LIMITS,
-    MESSAGE_OVERHEAD_TOKENS,
-    MODEL_LIMITS,
-    OUTPUT_TOKEN_MAX,
-    TokenBudget,
-    context_size,
-    estimate_message_tokens,
-    estimate_part_tokens,
-    has_conversation_messages,
-    is_overflow,
-    model_limits,
-    should_compact,
-)
+from brutus.estimates import MESSAGE_OVERHEAD_TOKENS, context_size, estimate_message_tokens, estimate_part_tokens, has_conversation_messages
+from brutus.limits import CONTEXT_1M_BETA, DEFAULT_MODEL_LIMITS, MODEL_LIMITS, OUTPUT_TOKEN_MAX, TokenBudget, cagent_should_compact, is_overflow, model_limits
 from brutus.tokens import estimate_tokens
 
 # -- is_overflow ----------------------------------------------------------------------------------------
@@ -126,18 +113,18 @@ def test_token_budget_for_a_model():
 
 
 def test_cagent_should_compact_at_90_percent():
-    assert not should_compact(90_000, 0, 0, 100_000)
-    assert should_compact(90_001, 0, 0, 100_000)
-    assert not should_compact(30_000, 30_000, 30_000, 100_000)
-    assert should_compact(30_000, 30_000, 30_001, 100_000)
-    assert should_compact(0, 90_001, 0, 100_000) and should_compact(0, 0, 90_001, 100_000)
+    assert not cagent_should_compact(90_000, 0, 0, 100_000)
+    assert cagent_should_compact(90_001, 0, 0, 100_000)
+    assert not cagent_should_compact(30_000, 30_000, 30_000, 100_000)
+    assert cagent_should_compact(30_000, 30_000, 30_001, 100_000)
+    assert cagent_should_compact(0, 90_001, 0, 100_000) and cagent_should_compact(0, 0, 90_001, 100_000)
 
 
 def test_cagent_should_compact_non_positive_limit_is_unlimited_and_threshold_configurable():
-    assert not should_compact(10**9, 10**9, 10**9, 0)
-    assert not should_compact(10**9, 0, 0, -5)
-    assert should_compact(50_001, 0, 0, 100_000, threshold=0.5)
-    assert not should_compact(50_000, 0, 0, 100_000, threshold=0.5)
+    assert not cagent_should_compact(10**9, 10**9, 10**9, 0)
+    assert not cagent_should_compact(10**9, 0, 0, -5)
+    assert cagent_should_compact(50_001, 0, 0, 100_000, threshold=0.5)
+    assert not cagent_should_compact(50_000, 0, 0, 100_000, threshold=0.5)
 
 
 # -- model limits -------------------------------------------------------------------------------------------
