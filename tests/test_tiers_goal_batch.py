@@ -17,18 +17,9 @@ from brutus.estimates import estimate_message_tokens
 from brutus.render import anthropic_problems, to_anthropic
 from brutus.store import SessionStore
 from brutus.summarizers import GOAL_BATCH_SECTIONS, ExtractiveSummarizer, Summary, SummaryRequest
-from brutus.tiers import (
-    ThresholdSummarization,
-    TierConfig,
-    ToolCallSummarization,
-    apply_tiers,
-    is_goal_batch_block,
-    is_summarized_block,
-    store_view,
-    tier_metadata,
-    tier_view,
-    view_tokens,
-)
+from brutus.tiers import ThresholdSummarization, TierConfig, ToolCallSummarization, apply_tiers, store_view, tier_metadata, tier_view
+from brutus.tiers.turns import is_goal_batch_block, is_summarized_block
+from brutus.tiers.view import view_tokens
 from brutus.tiers.goal_batch import direction_coverage, goal_batch_budget, section_text
 from brutus.tokens import estimate_tokens
 

@@ -13,16 +13,8 @@ from brutus.models import TokenCounts
 from brutus.estimates import context_size
 from brutus.render import anthropic_problems, to_anthropic
 from brutus.summarizers import ExtractiveSummarizer, Summary
-from brutus.tiers import (
-    GoalBatchCompaction,
-    StrategyManager,
-    TierConfig,
-    ToolCallSummarization,
-    apply_tiers,
-    tier_metadata,
-    tier_view,
-    view_tokens,
-)
+from brutus.tiers import GoalBatchCompaction, StrategyManager, TierConfig, ToolCallSummarization, apply_tiers, tier_metadata, tier_view
+from brutus.tiers.view import view_tokens
 from brutus.tiers.goal_batch import direction_coverage, goal_batch_budget
 
 CLOCK = lambda: 1_800_000_000_000  # noqa: E731

@@ -10,17 +10,10 @@ from history_builders import assistant, compaction, summary, text, tool, user
 from tier_sessions import tier_summary
 
 from brutus.errors import InvalidInput
-from brutus.tiers import (
-    GoalBatchCompaction,
-    ThresholdSummarization,
-    TierConfig,
-    ToolCallSummarization,
-    goal_batch_selections,
-    threshold_selections,
-    tool_call_selections,
-    turn_units,
-    view_tokens,
-)
+from brutus.tiers import GoalBatchCompaction, ThresholdSummarization, TierConfig, ToolCallSummarization
+from brutus.tiers.strategies import goal_batch_selections, threshold_selections, tool_call_selections
+from brutus.tiers.turns import turn_units
+from brutus.tiers.view import view_tokens
 
 _ids = itertools.count()
 

@@ -15,7 +15,8 @@ from brutus.models import CompactionPart, ReasoningPart, StepFinishPart, ToolPar
 from brutus.render import CLEARED_TOOL_OUTPUT, anthropic_problems, to_anthropic
 from brutus.split import is_split_boundary
 from brutus.summarizers import ExtractiveSummarizer
-from brutus.tiers import TierConfig, apply_tiers, span_of, tier_metadata, tier_view, view_tokens
+from brutus.tiers import TierConfig, apply_tiers, tier_metadata, tier_view
+from brutus.tiers.view import span_of, view_tokens
 from brutus.tiers.view import barrier_ids, is_barrier
 
 

@@ -33,7 +33,8 @@ from brutus.models import (
     ToolTime,
 )
 from brutus.summarizers import ExtractiveSummarizer, SummaryRequest
-from brutus.tiers import DEFAULT_STRATEGIES, Strategy, TierConfig, apply_tiers, tier_view, view_tokens
+from brutus.tiers import DEFAULT_STRATEGIES, Strategy, TierConfig, apply_tiers, tier_view
+from brutus.tiers.view import view_tokens
 
 SESSION = "ses_generated"
 _WORDS = "config loader yaml validation parser cache retry schema migration index query token budget".split()
@@ -240,7 +241,8 @@ class GoalBatchFigures:
 
 def goal_batch_figures(history: Sequence[MessageWithParts]) -> list[GoalBatchFigures]:
     """Every goal batch of ``history`` (originals, tier summaries and compactions in the order written)."""
-    from brutus.tiers import tier_metadata, turn_units
+    from brutus.tiers import tier_metadata
+    from brutus.tiers.turns import turn_units
     from brutus.tiers.goal_batch import direction_coverage
     from brutus.tiers.metadata import claims_tier_summary
 

@@ -19,28 +19,16 @@ Modules: ``config`` (TierConfig), ``metadata`` (what a summary message carries),
 from __future__ import annotations
 
 from .config import TierConfig
-from .goal_batch import direction_coverage, goal_batch_budget, goal_batch_problem
-from .manager import Append, NewSummary, StrategyManager, Summarize, apply_tiers, drive, tier_flow
-from .metadata import TIER_KINDS, TierCovers, TierKind, TierMetadata, tier_metadata, tier_text
+from .manager import StrategyManager, apply_tiers
+from .metadata import TierMetadata, tier_metadata
 from .report import StrategyReport, TierRunReport
 from .run import run_tiers, store_view
-from .strategies import (
-    DEFAULT_STRATEGIES,
-    GoalBatchCompaction,
-    Selection,
-    Strategy,
-    ThresholdSummarization,
-    ToolCallSummarization,
-    goal_batch_selections,
-    threshold_selections,
-    tool_call_selections,
-)
-from .turns import Unit, is_goal_batch_block, is_summarized_block, is_tier_block, turn_units
-from .view import span_of, tier_view, view_tokens
+from .strategies import DEFAULT_STRATEGIES, GoalBatchCompaction, Strategy, ThresholdSummarization, ToolCallSummarization
+from .view import tier_view
 
 # The public names: the strategies and their manager, the config, the reports, the runs and views, and the
 # metadata a summary message carries. The rest (the flow's steps, selections, turn detection, the goal
-# batch's checks) stays importable from its module for tests and tools, but is not the package's API.
+# batch's checks) is imported from its module.
 __all__ = [
     "DEFAULT_STRATEGIES",
     "GoalBatchCompaction",
