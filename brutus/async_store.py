@@ -57,7 +57,7 @@ from .db.search_index import maybe_index_pending
 from .db.migrate import prepare_schema
 from .db.statements import Op
 from .errors import InvalidInput
-from .maintenance import CheckReport, GcResult
+from .maintenance import CheckReport, GcResult, SessionStats
 from .models import (
     CompactionConfig,
     CompactionRecord,
@@ -409,10 +409,21 @@ class AsyncSessionStore:
 
     # -- compaction ---------------------------------------------------------------------------------------------
 
-    async def prune(self, session_id: str, config: CompactionConfig | None = None) -> PruneResult:
+    async def prune(
+        self, session_id: str, config: CompactionConfig | None = None, *, dry_run: bool = False
+    ) -> PruneResult:
         """Mark old tool outputs pruned (seed 004: protect the newest 40K estimated tokens, commit only above
-        20K), from stored estimates, in one transaction. The output text is kept."""
-        return await self._run(history_ops.prune_session(session_id, config or CompactionConfig(), now=self.clock()))
+        20K), from stored estimates, in one transaction. The output text is kept. ``dry_run``: what would be
+        pruned, nothing written."""
+        op = history_ops.prune_session(session_id, config or CompactionConfig(), now=self.clock(), dry_run=dry_run)
+        return await self._run(op, write=not dry_run)
+
+    async def stats(self, session_id: str) -> SessionStats:
+        """A session's token accounting (``brutus stats``): estimates by part type and by tool, pruned parts and
+        tokens, compactions, provider-reported usage and cost; SQL aggregates, no output text read."""
+        from .db.stats_ops import session_stats
+
+        return await self._run(session_stats(session_id), write=False)
 
     async def compact(
         self,

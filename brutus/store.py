@@ -46,7 +46,7 @@ from .models import (
 )
 
 if TYPE_CHECKING:
-    from .maintenance import CheckReport, GcResult
+    from .maintenance import CheckReport, GcResult, SessionStats
     from .search import SearchHit
 
 __all__ = ["SessionStore", "drive", "fetch", "translate", "translate_errors"]
@@ -393,10 +393,21 @@ class SessionStore:
         """The history back to the last completed compaction boundary only (outputs of pruned parts unread)."""
         return self._run(history_ops.load_messages(session_id, filtered=True), write=False)
 
-    def prune(self, session_id: str, config: CompactionConfig | None = None) -> PruneResult:
+    def prune(
+        self, session_id: str, config: CompactionConfig | None = None, *, dry_run: bool = False
+    ) -> PruneResult:
         """Mark old tool outputs pruned (seed 004: protect the newest 40K estimated tokens, commit only above
-        20K), from stored estimates, in one transaction. The output text is kept."""
-        return self._run(history_ops.prune_session(session_id, config or CompactionConfig(), now=self.clock()))
+        20K), from stored estimates, in one transaction. The output text is kept. ``dry_run``: what would be
+        pruned, nothing written."""
+        op = history_ops.prune_session(session_id, config or CompactionConfig(), now=self.clock(), dry_run=dry_run)
+        return self._run(op, write=not dry_run)
+
+    def stats(self, session_id: str) -> SessionStats:
+        """A session's token accounting (``brutus stats``): estimates by part type and by tool, pruned parts and
+        tokens, compactions, provider-reported usage and cost; SQL aggregates, no output text read."""
+        from .db.stats_ops import session_stats
+
+        return self._run(session_stats(session_id), write=False)
 
     def compact(
         self,

@@ -826,3 +826,12 @@ async def test_driver_errors_are_translated(db_url: str) -> None:
         assert raised.value.__cause__ is not None
         assert (await store.get_session(ses.id)).message_count == 1  # the failed call wrote nothing
         assert await store.append_part(msg.id, {"type": "text", "text": "still works"})
+
+
+async def test_stats_and_a_dry_run_prune(astore: AsyncSessionStore) -> None:
+    ses = await astore.create_session()
+    msg = await astore.append_message(ses.id, "assistant")
+    await astore.append_part(msg.id, {"type": "text", "text": "hello"})
+    stats = await astore.stats(ses.id)
+    assert (stats.messages, stats.assistant_messages, [p.type for p in stats.part_types]) == (1, 1, ["text"])
+    assert (await astore.prune(ses.id, dry_run=True)).parts == []

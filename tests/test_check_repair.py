@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-import brutus.cli.app  # noqa: F401  (the command modules import the app: load it first)
 from brutus.compaction.locks import compaction_lock
 from brutus.db.compaction_ops import ABANDONED
 from brutus.store import SessionStore

@@ -14,7 +14,6 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-import brutus.cli.app  # noqa: F401  (the command modules import the app: load it first)
 from brutus.cli.maintenance_commands import parse_before
 from brutus.db.engine import normalize_url
 from brutus.models import CompactionConfig

@@ -206,3 +206,25 @@ def test_prune_returns_a_marked_part_whose_tool_row_names_another_session(store:
     engine.dispose()
     assert sorted(stamps) == sorted(p.id for p in result.parts)
     assert all(p.state.time.compacted == stamps[p.id] and p.state.output is None for p in result.parts)
+
+
+def test_a_dry_run_chooses_what_the_prune_marks_and_writes_nothing(store: SessionStore) -> None:
+    more = [Msg("assistant", tools=[Tool("read", output_bytes=10_000)]) for _ in range(30)]
+    session_id = write_history(store, [Msg("user", text="start"), *more, Msg("user", text="turn 1"), Msg("user", text="turn 0")])
+    before = store.messages(session_id)
+    planned = store.prune(session_id, dry_run=True)
+    assert store.messages(session_id) == before  # nothing marked
+    assert all(part.state.time.compacted is None for part in planned.parts)
+    # 30 parts x 2,500 = 75,000: the newest 16 (40,000) protected, the 14 oldest (35,000) pruned
+    assert (planned.pruned, planned.total, len(planned.parts)) == (35_000, 75_000, 14)
+    done = store.prune(session_id)
+    assert (done.pruned, done.total) == (planned.pruned, planned.total)
+    assert [p.id for p in done.parts] == [p.id for p in planned.parts]
+    assert store.prune(session_id, dry_run=True).parts == []  # pruned already: nothing more to choose
+
+
+def test_stats_from_the_library(store: SessionStore) -> None:
+    session_id = write_history(store, [Msg("user", text="start"), Msg("assistant", tools=[Tool("read", output_bytes=4_000)])])
+    stats = store.stats(session_id)
+    assert (stats.session_id, stats.messages, stats.user_messages, stats.assistant_messages) == (session_id, 2, 1, 1)
+    assert [(t.tool, t.calls, t.completed) for t in stats.tools] == [("read", 1, 1)]

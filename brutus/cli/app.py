@@ -5,37 +5,12 @@ Heavy imports (SQLAlchemy, rich) happen inside the commands, so ``brutus --help`
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
 
 import click
 
 __all__ = ["cli", "main"]
-
-DB_HELP = "Database URL (default: $BRUTUS_DATABASE_URL, else a SQLite file in the user data dir)."
-
-
-def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--db", "db", metavar="URL", default=None, help=DB_HELP)(fn)
-
-
-def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")(fn)
-
-
-def open_store(db: str | None, *, read_only: bool = False, create: bool = True) -> Any:
-    """The store at ``--db``. Reading commands open it ``read_only``: never created, migrated or written.
-    Commands that work on what is there pass ``create=False``; only import, replay and demo create one."""
-    from ..store import SessionStore
-
-    return SessionStore.open(db, read_only=read_only, create=create)
-
-
-def print_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

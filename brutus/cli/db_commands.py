@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .app import db_option, json_option, print_json
+from .options import db_option, json_option, print_json
 
 
 def register(cli: click.Group) -> None:

@@ -44,7 +44,7 @@ def run_demo(store: SessionStore, *, as_json: bool = False, context_limit: int =
 
     from ..replay import replay_file
     from ..summarizers import ExtractiveSummarizer
-    from .app import print_json
+    from .options import print_json
     from .replay_output import print_report, progress
 
     path = sample_path()

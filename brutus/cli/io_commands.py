@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .app import db_option, json_option, open_store, print_json
+from .options import db_option, json_option, open_store, print_json
 
 
 def register(cli: click.Group) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .app import db_option, json_option, open_store, print_json
+from .options import db_option, json_option, open_store, print_json
 
 __all__ = ["ProblemsFound", "Refused", "parse_before", "register"]
 
@@ -38,12 +38,11 @@ class Refused(ProblemsFound):
 def stats(session_id: str, db: str | None, as_json: bool) -> None:
     """Token accounting of a session: estimates by part type and by tool, pruned parts and tokens,
     compactions (pre/post tokens, fallback, status), provider-reported usage and cost."""
-    from ..db.stats_ops import session_stats
     from .maintenance_output import print_stats
 
     store = open_store(db, read_only=True)
     try:
-        found = store._run(session_stats(session_id), write=False)
+        found = store.stats(session_id)
     finally:
         store.close()
     if as_json:
@@ -97,16 +96,12 @@ def prune(session_id: str, protect: int, minimum: int, dry_run: bool, db: str | 
     --protect and --minimum change them): they are marked, kept in the database, and render as a
     placeholder. When nothing is pruned it says why, with the numbers."""
     from ..models import CompactionConfig
-    from ..pruning import prune as plan_on_view
     from .maintenance_output import print_prune, prune_reason
 
     config = CompactionConfig(prune_protect=protect, prune_minimum=minimum)
-    store = open_store(db, create=False)
+    store = open_store(db, create=False, read_only=dry_run)
     try:
-        if dry_run:  # the same rule, on the loaded view, marking only objects in memory
-            result = plan_on_view(store.filter_compacted(session_id), config, now=store.clock())
-        else:
-            result = store.prune(session_id, config)
+        result = store.prune(session_id, config, dry_run=dry_run)
     finally:
         store.close()
     if as_json:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from .app import db_option, json_option, open_store, print_json
+from .options import db_option, json_option, open_store, print_json
 
 __all__ = ["register", "search"]
 

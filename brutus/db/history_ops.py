@@ -73,13 +73,14 @@ def mark_pruned(part_ids: Any, *, now: int) -> Op:
         yield step(st.MARK_PRUNED, [{"b_pid": part_id, "b_now": now} for part_id in part_ids])
 
 
-def prune_session(session_id: Any, config: CompactionConfig, *, now: int) -> Op:
+def prune_session(session_id: Any, config: CompactionConfig, *, now: int, dry_run: bool = False) -> Op:
     """Seed 004's prune over stored token estimates: reads no output text, scans back to the last boundary
-    only (prune stops at the summary there anyway), marks the chosen parts in this one transaction."""
+    only (prune stops at the summary there anyway), marks the chosen parts in this one transaction.
+    ``dry_run``: the same choice, nothing marked (the parts come back as they are)."""
     session_id = check_id("session", session_id)
     if not isinstance(config, CompactionConfig):
         raise InvalidInput(f"config must be a CompactionConfig, got {type(config).__name__}")
-    session = yield step(st.SESSION_FOR_UPDATE, {"b_sid": session_id}, fetch="first")
+    session = yield step(st.SESSION if dry_run else st.SESSION_FOR_UPDATE, {"b_sid": session_id}, fetch="first")
     if session is None:
         raise NotFound("session", session_id)
     if not config.prune:
@@ -92,6 +93,11 @@ def prune_session(session_id: Any, config: CompactionConfig, *, now: int) -> Op:
     plan = plan_prune(candidates, config)
     if not plan.part_ids:
         return prune_result(plan, config, [])
+    if dry_run:
+        chosen = []
+        for part_id in plan.part_ids:
+            chosen.append(part_from_row((yield step(st.PART_WITHOUT_OUTPUT, {"b_pid": part_id}, fetch="first"))))
+        return prune_result(plan, config, chosen)
     yield from mark_pruned(plan.part_ids, now=now)
     # read back in one query, not one per part (a first prune of a long session marks thousands)
     rows = yield step(st.PARTS_PRUNED_AT, {"b_sid": session_id, "b_now": now}, fetch="all")

@@ -1,0 +1,36 @@
+"""What the commands share: the ``--db`` and ``--json`` options, opening the store, printing JSON.
+
+Its own module, so the command modules import it and ``app`` imports them, with no cycle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+__all__ = ["DB_HELP", "db_option", "json_option", "open_store", "print_json"]
+
+DB_HELP = "Database URL (default: $BRUTUS_DATABASE_URL, else a SQLite file in the user data dir)."
+
+
+def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--db", "db", metavar="URL", default=None, help=DB_HELP)(fn)
+
+
+def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")(fn)
+
+
+def open_store(db: str | None, *, read_only: bool = False, create: bool = True) -> Any:
+    """The store at ``--db``. Reading commands open it ``read_only``: never created, migrated or written.
+    Commands that work on what is there pass ``create=False``; only import, replay and demo create one."""
+    from ..store import SessionStore
+
+    return SessionStore.open(db, read_only=read_only, create=create)
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
