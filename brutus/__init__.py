@@ -73,7 +73,7 @@ _EXPORTS: dict[str, str] = {
     "context_size": "brutus.estimates",
     "estimate_message_tokens": "brutus.estimates",
     "estimate_tokens": "brutus.tokens",
-    "export_opencode": "brutus.exporters",
+    "export_opencode": "brutus.importers.export",
     "filter_compacted": "brutus.history",
     "has_conversation_messages": "brutus.estimates",
     "import_file": "brutus.importers",

@@ -52,12 +52,12 @@ from .db.async_sqlite import DriverConnections
 from .db.checkpoint import Checkpointer
 from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
-from .db.fast import FastSQLite, sqlite_transaction
+from .db.sqlite_driver import SQLiteDriver, sqlite_transaction
 from .db.search_index import maybe_index_pending
 from .db.migrate import prepare_schema
 from .db.statements import Op
 from .errors import InvalidInput
-from .maintenance import CheckReport, GcResult, SessionStats
+from .reports import CheckReport, GcResult, SessionStats
 from .models import (
     CompactionConfig,
     CompactionRecord,
@@ -128,7 +128,7 @@ class AsyncSessionStore:
         self.clock = clock
         self._batch: ContextVar[_Batch | None] = ContextVar(f"brutus_async_batch_{id(self)}", default=None)
         # SQLite: operations run in aiosqlite's thread on its sqlite3 connection (see ``_drive_sqlite``)
-        self._fast = FastSQLite(engine.sync_engine.dialect) if engine.dialect.name == "sqlite" else None
+        self._fast = SQLiteDriver(engine.sync_engine.dialect) if engine.dialect.name == "sqlite" else None
         # SQLite: WAL checkpoints in a thread of their own, after commits (see db/checkpoint.py)
         self._checkpointer = Checkpointer(engine.url.database or "") if self._fast is not None else None
         if self._checkpointer is not None:  # a store dropped without close() stops its thread too
@@ -243,7 +243,7 @@ class AsyncSessionStore:
 
     def _drive_sqlite(self, driver: Any, op: Op) -> Any:
         """Run ``op`` on the sqlite3 connection of ``driver``, in aiosqlite's worker thread, as the sync store
-        does (compiled-once statements, ``brutus.db.fast``): one thread hop per call instead of several per
+        does (compiled-once statements, ``brutus.db.sqlite_driver``): one thread hop per call instead of several per
         statement. The transaction is the caller's: ``_transaction_sqlite``'s for a call of its own, the
         batch's inside a batch."""
         return self._fast.run(driver._conn, op)  # type: ignore[union-attr]
@@ -441,7 +441,7 @@ class AsyncSessionStore:
         compaction."""
         from .compaction.engine import Summarize, Tx, compaction_flow
         from .compaction.locks import async_compaction_lock
-        from .compaction.plan import asummarize_with_fallbacks
+        from .summarizers.fallbacks import asummarize_with_fallbacks
         from .summarizers import default_summarizer
 
         summarizer = summarizer or default_summarizer()

@@ -27,7 +27,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 from .db import edit_ops, history_ops, ops
 from .db.checkpoint import Checkpointer
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
-from .db.fast import FastSQLite, sqlite_transaction
+from .db.sqlite_driver import SQLiteDriver, sqlite_transaction
 from .db.search_index import maybe_index_pending
 from .db.migrate import prepare_schema
 from .db.statements import Op, Step
@@ -46,7 +46,7 @@ from .models import (
 )
 
 if TYPE_CHECKING:
-    from .maintenance import CheckReport, GcResult, SessionStats
+    from .reports import CheckReport, GcResult, SessionStats
     from .search import SearchHit
 
 __all__ = ["SessionStore", "drive", "fetch", "translate", "translate_errors"]
@@ -107,7 +107,7 @@ def translate(exc: Exception) -> Exception:
         return DatabaseError(f"database error: {reason}")
     if isinstance(exc, (DBAPIError, SQLAlchemyError)):
         return DatabaseError(f"database error: {_reason(exc)}")
-    # the SQLite fast path runs on the driver directly
+    # the SQLite driver runs on the sqlite3 connection directly
     if isinstance(exc, sqlite3.IntegrityError):
         return InvalidInput(f"refused by the database: {exc}")
     if isinstance(exc, sqlite3.OperationalError):
@@ -138,8 +138,8 @@ class SessionStore:
         self.url = url or engine.url.render_as_string(hide_password=True)
         self.clock = clock
         self._batch: ContextVar[Any] = ContextVar(f"brutus_batch_{id(self)}", default=None)
-        # SQLite: operations run on the sqlite3 connection with compiled-once statements (see db/fast.py).
-        self._fast = FastSQLite(engine.dialect) if engine.dialect.name == "sqlite" else None
+        # SQLite: operations run on the sqlite3 connection with compiled-once statements (see db/sqlite_driver.py).
+        self._fast = SQLiteDriver(engine.dialect) if engine.dialect.name == "sqlite" else None
         # SQLite: WAL checkpoints in a thread of their own, after commits (see db/checkpoint.py)
         self._checkpointer = Checkpointer(engine.url.database or "") if self._fast is not None else None
         if self._checkpointer is not None:  # a store dropped without close() stops its thread too
@@ -426,7 +426,7 @@ class SessionStore:
         offline extractive one; its failures fall back to the extractive summary, then to a truncation text."""
         from .compaction.engine import Summarize, Tx, compaction_flow
         from .compaction.locks import compaction_lock
-        from .compaction.plan import summarize_with_fallbacks
+        from .summarizers.fallbacks import summarize_with_fallbacks
         from .summarizers import default_summarizer
 
         summarizer = summarizer or default_summarizer()

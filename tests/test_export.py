@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from brutus import SessionStore
-from brutus.exporters import dumps as export_text
-from brutus.exporters import export_opencode
+from brutus.importers.export import dumps as export_text
+from brutus.importers.export import export_opencode
 from brutus.importers import import_file
 
 from corpus_helpers import opencode_files, read_export

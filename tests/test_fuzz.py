@@ -314,8 +314,8 @@ def test_a_tool_part_appended_with_an_early_output_can_still_complete(store: Ses
 
 def test_export_keeps_json_keys_with_lone_surrogates(store: SessionStore) -> None:
     """The exporter dumps parts with pydantic's JSON mode, which turns a dict key holding a lone surrogate
-    into U+FFFD characters (brutus/exporters.py, ``part.model_dump(mode="json", ...)``)."""
-    from brutus.exporters import export_opencode
+    into U+FFFD characters (brutus/importers/export.py, ``part.model_dump(mode="json", ...)``)."""
+    from brutus.importers.export import export_opencode
 
     session_id, _, reply_id, _ = _base(store)
     metadata = {"k\ud800": 1}

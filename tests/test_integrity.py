@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from brutus.integrity import LightMessage, expected_boundary, light_history, seq_anomalies
+from brutus.check import LightMessage, expected_boundary, light_history, seq_anomalies
 
 
 def light(seq: int, role: str, **fields: object) -> LightMessage:

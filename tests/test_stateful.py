@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 from brutus import CompactionStalled, InvalidInput, SessionStore
-from brutus.compaction.plan import ended_turn, post_tokens, stall_reason, summarize_with_fallbacks
+from brutus.compaction.plan import ended_turn, post_tokens, stall_reason
+from brutus.summarizers.fallbacks import summarize_with_fallbacks
 from brutus.db.compaction_ops import CONTINUE_TEXT
 from brutus.history import filter_compacted
 from brutus.models import (

@@ -22,7 +22,7 @@ from brutus.summarizers import (
     history_facts,
     truncation_summary,
 )
-from brutus.summarizers.extract import own_words
+from brutus.summarizers.facts import own_words
 from brutus.tokens import estimate_tokens
 from history_builders import assistant, compaction, summary, text, tool, user
 

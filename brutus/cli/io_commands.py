@@ -119,7 +119,7 @@ def _print_reports(reports: list[Any]) -> None:
 def export(session_id: str, output: Path | None, db: str | None) -> None:
     """Export a session's whole history as OpenCode export JSON (`brutus import` reads it back), with its
     times and its sub-agent sessions (under "children", which OpenCode ignores)."""
-    from ..exporters import dumps, export_opencode
+    from ..importers.export import dumps, export_opencode
 
     store = open_store(db, read_only=True)
     try:

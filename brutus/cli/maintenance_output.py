@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from ..maintenance import CheckReport, GcResult, SessionStats
+from ..reports import CheckReport, GcResult, SessionStats
 from ..models import CompactionResult, PruneResult
 from .tables import Column, print_table
 

@@ -4,8 +4,7 @@
   final transaction); the view is split into the head the summary replaces and the tail kept verbatim
   (``config.tail_tokens``, starting at a user message, never between a tool call and its result); the
   previous summary is found for a rolling summary.
-- ``summarize_with_fallbacks``: never crash. The summarizer's failure (error, timeout, empty text) falls back
-  to the offline extractive summary, and that to seed 000's truncation text.
+- Never crash: the summarizer's failure falls back (``brutus.summarizers.fallbacks``).
 - ``post_tokens`` and ``stalled``: a compaction that would not bring the context under ``stall_ratio`` of
   what it was is stopped (``CompactionStalled``) instead of looping.
 """
@@ -13,7 +12,6 @@
 from __future__ import annotations
 
 import copy
-import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -33,12 +31,7 @@ __all__ = [
     "post_tokens",
     "prepare",
     "stall_reason",
-    "asummarize_with_fallbacks",
-    "fallback_summary",
-    "summarize_with_fallbacks",
 ]
-
-log = logging.getLogger("brutus.compaction")
 
 COMPACTION_PROMPT_TEXT = "What did we do so far?"  # how the compaction user message renders to the model
 ENDED = frozenset({"stop", "end_turn", "stop_sequence"})
@@ -94,50 +87,6 @@ def ended_turn(history: list[MessageWithParts]) -> bool:
         if info.role == "assistant" and not info.summary and not info.synthetic:  # tier summaries are synthetic
             return info.finish in ENDED
     return True
-
-
-def summarize_with_fallbacks(summarizer: Any, request: Any) -> tuple[Any, str | None]:
-    """The summary and which fallback wrote it (None: the summarizer itself)."""
-    try:
-        summary = summarizer.summarize(request)
-        if summary.text.strip():
-            return summary, None
-        log.warning("summarizer returned an empty summary; using the extractive summary")
-    except Exception as exc:  # noqa: BLE001  never crash: any summarizer failure falls back
-        log.warning("summarizer failed (%s: %s); using the extractive summary", type(exc).__name__, exc)
-    return fallback_summary(summarizer, request)
-
-
-async def asummarize_with_fallbacks(summarizer: Any, request: Any) -> tuple[Any, str | None]:
-    """``summarize_with_fallbacks`` for asyncio: ``asummarize`` when the summarizer has it, else its sync
-    ``summarize`` in a worker thread, so the event loop never blocks. Cancellation propagates."""
-    import asyncio
-
-    try:
-        if hasattr(summarizer, "asummarize"):
-            summary = await summarizer.asummarize(request)
-        else:
-            summary = await asyncio.to_thread(summarizer.summarize, request)
-        if summary.text.strip():
-            return summary, None
-        log.warning("summarizer returned an empty summary; using the extractive summary")
-    except Exception as exc:  # noqa: BLE001  (CancelledError is a BaseException: it goes through)
-        log.warning("summarizer failed (%s: %s); using the extractive summary", type(exc).__name__, exc)
-    return fallback_summary(summarizer, request)
-
-
-def fallback_summary(summarizer: Any, request: Any) -> tuple[Any, str]:
-    """The extractive summary, else seed 000's truncation text (both offline and quick)."""
-    from ..summarizers import ExtractiveSummarizer, Summary, truncation_summary
-
-    if not isinstance(summarizer, ExtractiveSummarizer):
-        try:
-            summary = ExtractiveSummarizer().summarize(request)
-            if summary.text.strip():
-                return summary, "extractive"
-        except Exception as exc:  # noqa: BLE001
-            log.warning("extractive summary failed (%s: %s); using the truncation text", type(exc).__name__, exc)
-    return Summary(text=truncation_summary(request.history), model="brutus-truncation"), "truncation"
 
 
 def post_tokens(summary_text: str, tail: list[MessageWithParts]) -> int:

@@ -8,7 +8,7 @@ What the check looks for (each a ``Problem`` kind):
   rows whose ``session_id`` disagrees with their parent's (``session-mismatch``). Foreign keys prevent these;
   a database written with them off (or by hand) can still hold them.
 - a session boundary pointer that is not what ``filter_compacted`` computes from the rows
-  (``broken-boundary``; see ``brutus.integrity``).
+  (``broken-boundary``; see ``brutus.check``).
 - ``messages.seq`` gaps and duplicates, a ``sessions.last_seq`` counter behind the messages, and message
   counters (``part_count``, ``token_estimate``) that disagree with the parts.
 
@@ -32,8 +32,8 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
-from ..integrity import LightMessage, expected_boundary, light_history, seq_anomalies
-from ..maintenance import CheckReport, Notice, Problem, Repair
+from ..check import LightMessage, expected_boundary, light_history, seq_anomalies
+from ..reports import CheckReport, Notice, Problem, Repair
 from . import statements as st
 from .compaction_ops import ABANDONED
 from .statements import C, M, O, Op, P, S, T, step

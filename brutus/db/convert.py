@@ -238,7 +238,7 @@ def part_from_row(row: Any) -> Part:
 
 
 # -- the load path ------------------------------------------------------------------------------------------
-# ``build_history`` reads rows by position (SQLite's fast path hands over plain tuples, with JSON columns as
+# ``build_history`` reads rows by position (SQLite's driver hands over plain tuples, with JSON columns as
 # text and booleans as 0/1; SQLAlchemy rows index the same way, with JSON already decoded). The column orders
 # are those of ``statements.MESSAGE_COLUMNS`` and ``statements.select_parts``.
 

@@ -23,7 +23,7 @@ from sqlalchemy import bindparam, update
 from ..errors import InvalidInput, NotFound
 from . import statements as st
 from .convert import session_from_row, text_in
-from .fast import prebuilt
+from .sqlite_driver import prebuilt
 from .ops import check_id
 from .statements import Op, refresh_boundary, step
 

@@ -25,7 +25,7 @@ from sqlalchemy.sql.functions import GenericFunction
 from sqlalchemy.types import BigInteger
 
 from ..errors import InvalidInput
-from ..maintenance import GcResult
+from ..reports import GcResult
 from .statements import O, Op, T, step
 
 __all__ = ["drop_pruned_outputs", "storage_bytes", "vacuum"]

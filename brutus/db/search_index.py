@@ -5,7 +5,7 @@ later, in a batch: every ``INDEX_EVERY``-th write transaction of a process, and 
 ``BULK_ROWS`` rows, indexes every pending document inside that transaction, before its COMMIT (``maybe_index_pending``, called where brutus commits a write on
 SQLite). FTS5 writes a segment at each commit that touches it (about 45 µs, more than the write it indexes);
 a batch pays that once. A search reads the pending documents itself (``search_ops``), so nothing committed
-is missing from its answers. No dependencies: ``fast.py`` imports it.
+is missing from its answers. No dependencies: ``sqlite_driver.py`` imports it.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from ..errors import InvalidInput, NotFound
 from ..search import SearchHit, make_snippet, query_words
 from ..search import matches as text_matches
 from .convert import text_out
-from .fast import prebuilt
+from .sqlite_driver import prebuilt
 from .ops import check_id
 from .statements import SESSION_ID, M, O, Op, P, S, T, step
 from .tables import PG_SEARCH_DOCUMENTS
@@ -145,7 +145,7 @@ def search(
             .join(S, S.c.id == P.c.session_id)
             .outerjoin(T, T.c.part_id == P.c.id)
         )
-        .where(or_(hits.c.kind != 0, P.c.type == "text", P.c.type == "reasoning"))  # (no IN: the fast path)
+        .where(or_(hits.c.kind != 0, P.c.type == "text", P.c.type == "reasoning"))  # (no IN: the SQLite driver)
         .order_by(M.c.created_at.desc(), M.c.id.desc(), P.c.position.desc(), hits.c.kind)
         .limit(limit)
     )

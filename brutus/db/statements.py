@@ -19,7 +19,7 @@ from typing import Any, Literal, NamedTuple
 from sqlalchemy import and_, bindparam, delete, func, insert, literal_column, null, select, update
 from sqlalchemy.sql import Executable
 
-from .fast import prebuilt
+from .sqlite_driver import prebuilt
 from .tables import CompactionRow, MessageRow, PartRow, SessionRow, ToolOutputRow, ToolStateRow
 
 __all__ = [
@@ -37,7 +37,7 @@ __all__ = [
     "step",
 ]
 
-# "raw": rows as the driver gives them (SQLite fast path: plain tuples, JSON as text); read by position.
+# "raw": rows as the driver gives them (the SQLite driver: plain tuples, JSON as text); read by position.
 Fetch = Literal["all", "raw", "first", "rowcount", "none"]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import case, func, select
 
 from ..errors import NotFound
-from ..maintenance import CompactionCounts, CompactionStat, PartTypeStat, SessionStats, ToolStat
+from ..reports import CompactionCounts, CompactionStat, PartTypeStat, SessionStats, ToolStat
 from ..models import CacheTokens, TokenCounts
 from .convert import text_out
 from .ops import check_id

@@ -13,7 +13,7 @@ Rules:
   (per part id: e.g. a tool part's provider ``metadata``, ``state.attachments``, a step's ``tokens.total``)
   and, on the first message, ``session`` (``slug``, ``projectID``, ``version``, ``summary``; keys of the
   session ``time`` besides created/updated; a ``parentID`` naming a session that is not in the store).
-  ``brutus.exporters.export_opencode`` lays them back, so export(import(file)) == file.
+  ``brutus.importers.export.export_opencode`` lays them back, so export(import(file)) == file.
 - The session keeps its ``time.created`` / ``time.updated`` (else its messages' first creation and latest
   activity), not the time of the import.
 - ``children`` (brutus's export: the sub-agent sessions, each an export of its own, recursively) become

@@ -34,7 +34,7 @@ from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 
 from ..codec import encode_json, encode_text
 from ..db.convert import text_out
-from ..db.fast import prebuilt
+from ..db.sqlite_driver import prebuilt
 from ..db import statements as st
 from ..db.statements import M, Op, step
 from ..db.tables import TranscriptEntryRow, TranscriptRow

@@ -13,7 +13,7 @@ from ..errors import SummarizerError
 from .anthropic_api import DEFAULT_MODEL, AnthropicSummarizer, build_messages_request
 from .base import SUMMARY_KINDS, AsyncSummarizer, Summarizer, Summary, SummaryKind, SummaryRequest
 from .default import default_summarizer
-from .extract import HistoryFacts, history_facts
+from .facts import HistoryFacts, history_facts
 from .extractive import EXTRACTIVE_MODEL, ExtractiveSummarizer, extractive_summary
 from .pricing import Price, cost_of, price_of
 from .server_compaction import AnthropicServerCompaction

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from ..models import MessageWithParts, TokenCounts
 from ..tokens import CHARS_PER_TOKEN, estimate_tokens
 from .base import Summary, SummaryRequest
-from .extract import HistoryFacts, history_facts, is_tier_summary, user_directions
+from .facts import HistoryFacts, history_facts, is_tier_summary, user_directions
 from .prompts import GOAL_BATCH_TAG, SUMMARIZED_TAG, message_text
 from .text import fit_tokens, one_line, trim
 

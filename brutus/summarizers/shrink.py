@@ -28,7 +28,7 @@ from ..estimates import estimate_message_tokens
 from ..split import is_split_boundary
 from ..tokens import estimate_tokens
 from .base import SummaryRequest
-from .extract import is_tier_summary
+from .facts import is_tier_summary
 from .prompts import message_text, summary_prompt, system_prompt
 from .text import cut_middle
 

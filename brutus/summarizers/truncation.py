@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..models import MessageWithParts
-from .extract import user_directions
+from .facts import user_directions
 from .text import one_line
 
 __all__ = ["truncation_summary"]

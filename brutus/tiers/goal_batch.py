@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from ..models import MessageWithParts
 from ..estimates import MESSAGE_OVERHEAD_TOKENS
 from ..summarizers.base import Summary, SummaryRequest
-from ..summarizers.extract import user_directions
+from ..summarizers.facts import user_directions
 from ..summarizers.extractive import EXTRACTIVE_MODEL, extractive_summary
 from ..summarizers.prompts import GOAL_BATCH_TAG
 from ..tokens import estimate_tokens

@@ -10,7 +10,7 @@ Rules:
   decisions drive the store (``run_tiers``), an in-memory history (``apply_tiers``) or an async runner.
   Nothing here does I/O.
 - Never crash: a summarizer failure falls back to the extractive summary, then to the truncation text (the
-  compaction's ``summarize_with_fallbacks``); a request larger than ``summarizer_context`` is shrunk first.
+  ``summarizers.fallbacks``); a request larger than ``summarizer_context`` is shrunk first.
   The text always starts with its tag: ``[SUMMARIZED]`` or ``[GOAL BATCH]``.
 - A goal batch is asked for within its span (``goal_batch_budget``) and checked before it is written
   (``brutus.tiers.goal_batch``): one that is larger than the span it replaces, cut off or without a Human
@@ -186,7 +186,7 @@ def drive(
 
 
 def _with_fallbacks(summarizer: Any) -> Callable[[SummaryRequest], tuple[Summary, str | None]]:
-    from ..compaction.plan import summarize_with_fallbacks
+    from ..summarizers.fallbacks import summarize_with_fallbacks
 
     return lambda request: summarize_with_fallbacks(summarizer, request)
 

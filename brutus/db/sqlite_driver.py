@@ -1,4 +1,4 @@
-"""A fast path for SQLite: SQLAlchemy statements compiled once, executed on the sqlite3 connection directly.
+"""brutus's SQLite driver: SQLAlchemy statements compiled once, executed on the sqlite3 connection directly.
 
 SQLAlchemy Core costs ~50 µs per statement on top of sqlite3's ~10 µs, and an agent step is ~25 statements.
 brutus's operations are built from statement objects created once at import (``prebuilt``); for those, the
@@ -24,7 +24,7 @@ from sqlalchemy.sql import Executable
 from ..codec import JSONText, dumps_json, loads_json
 from .search_index import maybe_index_pending
 
-__all__ = ["FastSQLite", "prebuilt", "sqlite_transaction"]
+__all__ = ["SQLiteDriver", "prebuilt", "sqlite_transaction"]
 
 _PREBUILT: dict[int, Executable] = {}
 
@@ -91,7 +91,7 @@ class _Plan:
         self.json_params: set[str] = set()
         for bind, name in compiled.bind_names.items():
             if getattr(bind, "expanding", False):
-                raise ValueError("expanding IN parameters are not supported on the fast path")
+                raise ValueError("expanding IN parameters are not supported by the SQLite driver")
             if isinstance(bind.type, JSON):
                 self.json_params.add(name)
             if not bind.required:
@@ -137,7 +137,7 @@ class _Plan:
         return converted
 
 
-class FastSQLite:
+class SQLiteDriver:
     """Runs ``Step``s on a sqlite3 connection with cached compiled plans."""
 
     def __init__(self, dialect: Dialect) -> None:

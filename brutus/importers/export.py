@@ -25,11 +25,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .importers.fields import JSON, merge
-from .importers.opencode import NAMESPACE
-from .importers.plan import history_times
-from .models import Message, MessageWithParts, Part, Session
-from .store import SessionStore
+from ..models import Message, MessageWithParts, Part, Session
+from ..store import SessionStore
+from .fields import JSON, merge
+from .opencode import NAMESPACE
+from .plan import history_times
 
 __all__ = ["dumps", "export_opencode"]
 
