@@ -6,7 +6,7 @@ Public names are imported lazily on first use, so ``import brutus`` (and ``brutu
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -88,6 +88,79 @@ _EXPORTS: dict[str, str] = {
     "to_anthropic": "brutus.render",
     "validate_anthropic": "brutus.render",
 }
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is imported on first use
+    from .async_store import AsyncSessionStore
+    from .compaction.hooks import Hooks
+    from .db.engine import make_engine
+    from .errors import (
+        BrutusError,
+        CompactionError,
+        CompactionInProgress,
+        CompactionStalled,
+        DatabaseBusy,
+        DatabaseError,
+        ImportFormatError,
+        InvalidInput,
+        InvalidTransition,
+        MissingDependency,
+        NoDatabase,
+        NotFound,
+        NothingToCompact,
+        SchemaOutOfDate,
+        SummarizerError,
+    )
+    from .estimates import context_size, estimate_message_tokens, has_conversation_messages
+    from .history import filter_compacted
+    from .importers import import_file
+    from .importers.export import export_opencode
+    from .limits import TokenBudget, cagent_should_compact, is_overflow, model_limits
+    from .live import AsyncConversation, ContextPolicy, Conversation
+    from .models import (
+        AgentPart,
+        CacheTokens,
+        CompactionConfig,
+        CompactionPart,
+        CompactionRecord,
+        CompactionResult,
+        FilePart,
+        Message,
+        MessageWithParts,
+        ModelLimits,
+        Part,
+        PatchPart,
+        PruneResult,
+        ReasoningPart,
+        RetryPart,
+        Session,
+        SnapshotPart,
+        StepFinishPart,
+        StepStartPart,
+        SubtaskPart,
+        TextPart,
+        TokenCounts,
+        ToolPart,
+        ToolState,
+    )
+    from .pruning import prune
+    from .render import to_anthropic, validate_anthropic
+    from .search import SearchHit
+    from .split import split_point
+    from .store import SessionStore
+    from .tiers import (
+        GoalBatchCompaction,
+        StrategyManager,
+        StrategyReport,
+        ThresholdSummarization,
+        TierConfig,
+        TierRunReport,
+        ToolCallSummarization,
+        apply_tiers,
+        run_tiers,
+        store_view,
+        tier_view,
+    )
+    from .tokens import EstimateCounter, TiktokenCounter, TokenCounter, estimate_tokens
 
 __all__ = sorted(_EXPORTS)
 

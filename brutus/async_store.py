@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import MissingDependency
 
@@ -52,16 +52,16 @@ from .db.async_sqlite import DriverConnections
 from .db.checkpoint import Checkpointer
 from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
-from .db.sqlite_driver import SQLiteDriver, sqlite_transaction
-from .db.search_index import maybe_index_pending
 from .db.migrate import prepare_schema
+from .db.search_index import maybe_index_pending
+from .db.sqlite_driver import SQLiteDriver, sqlite_transaction
 from .db.statements import Op
 from .errors import InvalidInput
-from .reports import CheckReport, GcResult, SessionStats
 from .models import (
     CompactionConfig,
     CompactionRecord,
     CompactionResult,
+    CompactionTrigger,
     Message,
     MessageWithParts,
     Part,
@@ -70,8 +70,14 @@ from .models import (
     TokenCounts,
     ToolPart,
 )
+from .reports import CheckReport, GcResult, SessionStats
 from .search import SearchHit
 from .store import Clock, _now_ms, drive, translate_errors
+
+if TYPE_CHECKING:
+    from .compaction.hooks import Hooks
+    from .summarizers.base import AsyncSummarizer, Summarizer
+    from .tiers import TierConfig, TierRunReport
 
 __all__ = ["AsyncSessionStore"]
 
@@ -428,11 +434,11 @@ class AsyncSessionStore:
     async def compact(
         self,
         session_id: str,
-        summarizer: Any = None,
+        summarizer: Summarizer | AsyncSummarizer | None = None,
         *,
-        trigger: str = "manual",
+        trigger: CompactionTrigger = "manual",
         instructions: str | None = None,
-        hooks: Any = None,
+        hooks: Hooks | None = None,
         config: CompactionConfig | None = None,
     ) -> CompactionResult:
         """``SessionStore.compact`` for asyncio: the same flow (``brutus.compaction.engine``), the summarizer's
@@ -477,7 +483,9 @@ class AsyncSessionStore:
                     except StopIteration as stop:
                         return stop.value
 
-    async def run_tiers(self, session_id: str, summarizer: Any = None, config: Any = None) -> Any:
+    async def run_tiers(
+        self, session_id: str, summarizer: Summarizer | None = None, config: TierConfig | None = None
+    ) -> TierRunReport:
         """``SessionStore.run_tiers``: the tiered compaction (several summarizer calls, each between its own
         transactions) runs on the sync store in a worker thread, so the event loop is never blocked."""
         if self._batch.get() is not None:

@@ -36,6 +36,7 @@ from .models import (
     CompactionConfig,
     CompactionRecord,
     CompactionResult,
+    CompactionTrigger,
     Message,
     MessageWithParts,
     Part,
@@ -46,8 +47,11 @@ from .models import (
 )
 
 if TYPE_CHECKING:
+    from .compaction.hooks import Hooks
     from .reports import CheckReport, GcResult, SessionStats
     from .search import SearchHit
+    from .summarizers.base import Summarizer
+    from .tiers import TierConfig, TierRunReport
 
 __all__ = ["SessionStore", "drive", "fetch", "translate", "translate_errors"]
 
@@ -412,11 +416,11 @@ class SessionStore:
     def compact(
         self,
         session_id: str,
-        summarizer: Any = None,
+        summarizer: Summarizer | None = None,
         *,
-        trigger: str = "manual",
+        trigger: CompactionTrigger = "manual",
         instructions: str | None = None,
-        hooks: Any = None,
+        hooks: Hooks | None = None,
         config: CompactionConfig | None = None,
     ) -> CompactionResult:
         """Compact a session: prune, summarize the view (outside any transaction), then write the compaction
@@ -548,7 +552,9 @@ class SessionStore:
             held = held_sessions(self.engine, check_ops.pending_sessions(report))
         return check_ops.resolve_pending(report, held).model_copy(update={"repaired": repair, "repairs": repairs})
 
-    def run_tiers(self, session_id: str, summarizer: Any = None, config: Any = None) -> Any:
+    def run_tiers(
+        self, session_id: str, summarizer: Summarizer | None = None, config: TierConfig | None = None
+    ) -> TierRunReport:
         """Run the tiered compaction once (ADR-0041: tool-call summaries, threshold summaries, goal batches),
         writing summary messages that cover ranges of the session; see ``brutus.tiers.run_tiers``."""
         from .tiers import run_tiers

@@ -23,3 +23,22 @@ def test_import_brutus_does_not_import_heavy_dependencies() -> None:
     code = "import sys, brutus; print(' '.join(m for m in ('sqlalchemy', 'anthropic', 'tiktoken', 'rich', 'pydantic') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def test_type_checkers_see_every_top_level_name() -> None:
+    """``brutus/__init__.py`` imports its names lazily; an ``if TYPE_CHECKING:`` block imports each from the
+    module ``_EXPORTS`` names, so type checkers and IDEs resolve them (py.typed ships)."""
+    import ast
+    from pathlib import Path
+
+    import brutus
+
+    tree = ast.parse(Path(brutus.__file__).read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING")
+    seen = {
+        alias.name: "brutus" + ("." + node.module if node.module else "")
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert seen == brutus._EXPORTS
