@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from collections.abc import Callable
 from typing import Any
 
 from .errors import InvalidInput
@@ -27,55 +25,15 @@ __all__ = [
     "encode_json",
     "encode_text",
     "loads_json",
-    "one_shot",
 ]
 
 ESC = "\ue000"
 MAX_JSON_DEPTH = 256
 
 
-def one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
-    """``encoder.encode``, without its per-call cost: ``JSONEncoder.encode`` builds the C encoder on every call
-    (some 60% of encoding a small dict). Here each thread builds it once and reuses it; it is dropped after a
-    failed call, whose circular-reference markers may be left behind. Falls back to ``encoder.encode`` where
-    the C encoder is missing or not called as in CPython 3.11-3.13."""
-    make = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-    string = json.encoder.encode_basestring_ascii if encoder.ensure_ascii else json.encoder.encode_basestring
-    local = threading.local()
-
-    def build() -> Any:
-        markers = {} if encoder.check_circular else None
-        return make(
-            markers, encoder.default, string, None, encoder.key_separator, encoder.item_separator,
-            encoder.sort_keys, encoder.skipkeys, encoder.allow_nan,
-        )  # fmt: skip
-
-    def encode(value: Any) -> str:
-        if isinstance(value, str):
-            return string(value)
-        try:
-            c_encoder = local.encoder
-        except AttributeError:
-            c_encoder = local.encoder = build()
-        try:
-            return "".join(c_encoder(value, 0))
-        except BaseException:
-            del local.encoder
-            raise
-
-    if make is None or encoder.indent is not None:
-        return encoder.encode
-    sample = {"a": [1, 2.5, None, True, "\u00e9"], "b": {}}
-    try:
-        same = encode(sample) == encoder.encode(sample)
-    except TypeError:  # pragma: no cover - another C encoder signature
-        same = False
-    return encode if same else encoder.encode
-
-
 # json.dumps builds a new encoder per call when given options; one built once encodes the same text.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-_encode = one_shot(_ENCODER)
+_encode = _ENCODER.encode
 
 
 class JSONText(str):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol, runtime_checkable
 
-from .codec import one_shot
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -38,7 +37,7 @@ def estimate_tokens(text: str | None) -> int:
     return -(-_utf8_len(text) // CHARS_PER_TOKEN)
 
 
-_COMPACT = one_shot(json.JSONEncoder(ensure_ascii=False, separators=(",", ":")))  # json.dumps builds one per call
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # json.dumps builds one per call
 
 
 def estimate_json_tokens(value: Any) -> int:

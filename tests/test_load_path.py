@@ -148,24 +148,3 @@ def test_a_pruned_output_is_not_read_by_filter_compacted(store: SessionStore) ->
     view = store.filter_compacted(session_id)[1].parts[0]
     assert full.state.output == "big" and full.state.time.compacted == 7
     assert view.state.output is None and view.state.time.compacted == 7
-
-
-def test_a_failed_load_leaves_the_garbage_collector_running(tmp_path: Path) -> None:
-    import gc
-    import sqlite3
-
-    from brutus import DatabaseError
-
-    store = SessionStore.open(f"sqlite:///{tmp_path / 'gc.db'}")
-    session_id = hostile_session(store)
-    raw = sqlite3.connect(tmp_path / "gc.db")
-    raw.execute("PRAGMA foreign_keys = OFF")
-    raw.execute("DROP TABLE tool_outputs")  # the load's last query fails
-    raw.commit()
-    raw.close()
-    assert gc.isenabled()
-    with pytest.raises(DatabaseError) as failed:
-        store.messages(session_id)
-    assert "tool_outputs" in str(failed.value)
-    assert gc.isenabled()  # while the exception (and its traceback) is still held
-    store.close()

@@ -6,7 +6,6 @@ transaction.
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 from ..errors import InvalidInput, NotFound
@@ -30,29 +29,21 @@ def load_messages(session_id: Any, *, filtered: bool) -> Op:
     history), and the output of a pruned part is not read.
     """
     session_id = check_id("session", session_id)
-    # Reading and building thousands of small objects triggers the cyclic GC again and again for nothing to
-    # collect (a full collection each time the heap has grown by a quarter): it is paused for the load.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        session = yield step(st.SESSION_BOUNDARY, {"b_sid": session_id}, fetch="first")
-        if session is None:
-            raise NotFound("session", session_id)
-        if filtered and session.boundary_seq:
-            params = {"b_sid": session_id, "b_from_seq": session.boundary_seq}
-            message_rows = yield step(st.MESSAGES_FROM, params, fetch="raw")
-            part_rows = (yield step(st.PARTS_FROM, params, fetch="raw")) if message_rows else []
-            tool_rows = None  # joined into part_rows
-        else:
-            params = {"b_sid": session_id}
-            message_rows = yield step(st.MESSAGES, params, fetch="raw")
-            part_rows = (yield step(st.SESSION_PARTS, params, fetch="raw")) if message_rows else []
-            tools_query = st.SESSION_TOOLS_UNPRUNED if filtered else st.SESSION_TOOLS
-            tool_rows = (yield step(tools_query, params, fetch="raw")) if part_rows else []
-        return build_history(message_rows, part_rows, tool_rows)
-    finally:  # also when the store closes the generator after a failed statement
-        if collecting:
-            gc.enable()
+    session = yield step(st.SESSION_BOUNDARY, {"b_sid": session_id}, fetch="first")
+    if session is None:
+        raise NotFound("session", session_id)
+    if filtered and session.boundary_seq:
+        params = {"b_sid": session_id, "b_from_seq": session.boundary_seq}
+        message_rows = yield step(st.MESSAGES_FROM, params, fetch="raw")
+        part_rows = (yield step(st.PARTS_FROM, params, fetch="raw")) if message_rows else []
+        tool_rows = None  # joined into part_rows
+    else:
+        params = {"b_sid": session_id}
+        message_rows = yield step(st.MESSAGES, params, fetch="raw")
+        part_rows = (yield step(st.SESSION_PARTS, params, fetch="raw")) if message_rows else []
+        tools_query = st.SESSION_TOOLS_UNPRUNED if filtered else st.SESSION_TOOLS
+        tool_rows = (yield step(tools_query, params, fetch="raw")) if part_rows else []
+    return build_history(message_rows, part_rows, tool_rows)
 
 
 def load_message(message_id: Any) -> Op:

@@ -229,8 +229,7 @@ def append_message(session_id: Any, role: str, fields: dict[str, Any], *, now: i
     yield step(st.INSERT_MESSAGE, values)
     if values["summary"] and values["finish"] is not None:
         yield from refresh_boundary(session_id)
-    message.__dict__["seq"] = values["seq"]  # the message is this call's own (model_copy costs more)
-    message.__pydantic_fields_set__.add("seq")
+    message.seq = values["seq"]  # the message is this call's own
     return message
 
 
@@ -407,8 +406,7 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
         yield from refresh_boundary(session_id)
     history = []
     for (message, placed_parts), values in zip(built, messages, strict=True):
-        message.__dict__["seq"] = values["seq"]
-        message.__pydantic_fields_set__.add("seq")
+        message.seq = values["seq"]
         own_parts = [
             _placed(given, part, {"id": part_id, "session_id": session_id, "message_id": message.id})
             for given, part, part_id in placed_parts
@@ -451,8 +449,8 @@ def _placed(given: Any, part: Any, placed: dict[str, Any]) -> Any:
     """``part`` with its place in the store: a copy when it is the caller's own model."""
     if part is given:
         return replaced(part, placed)
-    part.__dict__.update(placed)  # built from the caller's dict by this call (a copy costs more)
-    part.__pydantic_fields_set__.update(placed)
+    for name, value in placed.items():  # built from the caller's dict by this call
+        setattr(part, name, value)
     return part
 
 
