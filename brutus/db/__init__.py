@@ -1,1 +1,35 @@
-"""Storage: tables, engines and migrations."""
+"""Storage: tables, engines, migrations, and the operations the stores run on them.
+
+How a call runs (``store.append_message(...)``, say), from the top:
+
+1. The store method (``brutus.store.SessionStore`` / ``brutus.async_store.AsyncSessionStore``) checks nothing
+   itself: it builds an **operation** and hands it to its runner (``_run``).
+2. An operation (``ops.py``, ``history_ops.py``, ``compaction_ops.py``, ``edit_ops.py``, ``search_ops.py``,
+   ``stats_ops.py``, ``check_ops.py``, ``gc_ops.py``) is a generator: it validates its input, yields
+   ``Step(statement, params, fetch)`` for each SQL statement (``statements.py`` builds them once, at import)
+   and receives the rows, and returns the result model. It never sees a connection, so the same generator
+   runs on every backend, sync or async. One operation is one transaction.
+3. The runner owns the connection, the transaction and the error translation (``brutus.store.translate``:
+   driver and SQLAlchemy errors become ``brutus.errors``):
+
+   ========================  ==============================================================================
+   sync store, SQLite        ``sqlite_driver.SQLiteDriver`` on the store's sqlite3 connection (statements
+                             compiled once), inside ``sqlite_driver.sqlite_transaction``: BEGIN IMMEDIATE for a
+                             write, COMMIT, then the checkpoint thread is told (``checkpoint.py``); every 32nd
+                             write also fills the search index (``search_index.py``)
+   sync store, PostgreSQL    SQLAlchemy Core on a pooled connection, ``brutus.store.drive``
+   async store, SQLite       the same ``SQLiteDriver`` in aiosqlite's worker thread, one trip per call
+                             (``async_sqlite.py`` keeps the connections)
+   async store, PostgreSQL   SQLAlchemy's asyncio engine on psycopg; ``AsyncConnection.run_sync`` drives the
+                             operation in one greenlet
+   ``store.batch()``         any of the above, with one transaction over the calls inside it
+   ========================  ==============================================================================
+
+4. Multi-step work (a compaction, a tier run, gc) is a flow over operations with the slow part outside any
+   transaction: ``brutus.compaction.engine`` yields its transactions and the summarizer call in turn, and both
+   stores run it; the tiers (``brutus.tiers.manager``) likewise; ``gc`` runs its operation, then VACUUM outside
+   a transaction. The live conversation (``brutus.live.flows``) is one more flow, over store calls.
+
+Start-up: ``import brutus`` imports nothing heavy (the public names load on first use, ``brutus/__init__.py``),
+and the CLI imports SQLAlchemy, rich and the store inside its commands, so ``brutus --help`` answers at once.
+"""
