@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .options import db_option, json_option, open_store, print_json
+from .options import db_option, json_option, open_store, print_json, write_output
 
 
 def register(cli: click.Group) -> None:
@@ -126,17 +125,9 @@ def export(session_id: str, output: Path | None, db: str | None) -> None:
         exported = export_opencode(store, session_id)
     finally:
         store.close()
-    data = dumps(exported).encode("utf-8")
+    write_output(dumps(exported).encode("utf-8"), output)
     if output is None:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
         return
-    try:
-        output.write_bytes(data)
-    except OSError as exc:
-        from ..errors import InvalidInput
-
-        raise InvalidInput(f"cannot write {output}: {exc.strerror or exc}") from None
     children = _count_children(exported)
     also = f", {children} child session{'' if children == 1 else 's'}" if children else ""
     click.echo(f"exported {session_id} ({len(exported['messages'])} messages{also}) to {output}")

@@ -6,12 +6,14 @@ Its own module, so the command modules import it and ``app`` imports them, with 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
-__all__ = ["DB_HELP", "db_option", "json_option", "open_store", "print_json"]
+__all__ = ["DB_HELP", "db_option", "json_option", "open_store", "print_json", "write_output"]
 
 DB_HELP = "Database URL (default: $BRUTUS_DATABASE_URL, else a SQLite file in the user data dir)."
 
@@ -34,3 +36,17 @@ def open_store(db: str | None, *, read_only: bool = False, create: bool = True) 
 
 def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def write_output(data: bytes, output: Path | None) -> None:
+    """``data`` to ``output``, or to stdout (as bytes: the text is the caller's encoding) when None."""
+    if output is None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        return
+    try:
+        output.write_bytes(data)
+    except OSError as exc:
+        from ..errors import InvalidInput
+
+        raise InvalidInput(f"cannot write {output}: {exc.strerror or exc}") from None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .options import db_option, json_option, open_store, print_json
+from .options import db_option, json_option, open_store, print_json, write_output
 
 
 def register(cli: click.Group) -> None:
@@ -112,16 +112,4 @@ def show(
 
 def _write_text(text: str, output: Path | None) -> None:
     """UTF-8 to FILE or standard output; text UTF-8 cannot carry (a lone surrogate) becomes "?"."""
-    import sys
-
-    data = text.encode("utf-8", "replace")
-    if output is None:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        return
-    try:
-        output.write_bytes(data)
-    except OSError as exc:
-        from ..errors import InvalidInput
-
-        raise InvalidInput(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_output(text.encode("utf-8", "replace"), output)
