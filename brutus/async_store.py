@@ -67,6 +67,7 @@ from .models import (
     Part,
     PruneResult,
     Session,
+    TextPart,
     TokenCounts,
     ToolPart,
 )
@@ -486,12 +487,39 @@ class AsyncSessionStore:
     async def run_tiers(
         self, session_id: str, summarizer: Summarizer | None = None, config: TierConfig | None = None
     ) -> TierRunReport:
-        """``SessionStore.run_tiers``: the tiered compaction (several summarizer calls, each between its own
-        transactions) runs on the sync store in a worker thread, so the event loop is never blocked."""
+        """``SessionStore.run_tiers`` for asyncio: the same flow (``brutus.tiers.manager.tier_flow``), each summary
+        from the summarizer's ``asummarize`` (or its ``summarize`` in a worker thread) and written in a
+        transaction of its own, under the session's compaction lock."""
+        from .compaction.locks import async_compaction_lock
+        from .summarizers import default_summarizer
+        from .summarizers.fallbacks import asummarize_with_fallbacks
+        from .tiers.manager import StrategyManager
+        from .tiers.manager import Summarize as TierSummary
+
         if self._batch.get() is not None:
             raise InvalidInput("run_tiers cannot run inside store.batch(): each summary commits on its own")
-        url = self.engine.url.render_as_string(hide_password=False)
-        return await asyncio.to_thread(_run_tiers, url, session_id, summarizer, config, self.clock)
+        summarizer = summarizer or default_summarizer()
+        manager = StrategyManager(config)
+        with translate_errors():
+            async with async_compaction_lock(self.engine, session_id):
+                flow = manager.flow(await self.filter_compacted(session_id), session_id=session_id)
+                try:
+                    action = next(flow)
+                    while True:
+                        if isinstance(action, TierSummary):
+                            outcome = await asummarize_with_fallbacks(summarizer, action.request)
+                        else:
+                            new = action.summary
+                            async with self.batch():
+                                fields = new.message_fields()
+                                message = await self.append_message(
+                                    session_id, "assistant", **fields, completed_at=self.clock()
+                                )
+                                part = await self.append_part(message.id, TextPart(text=new.text))
+                            outcome = MessageWithParts(info=message, parts=[part])
+                        action = flow.send(outcome)
+                except StopIteration as stop:
+                    return stop.value
 
     def conversation(self, session_id: str, *, model: str, **settings: Any) -> Any:
         """An ``AsyncConversation`` over this store (see ``SessionStore.conversation``)."""
@@ -555,16 +583,6 @@ def _check(url: str, repair: bool, read_only: bool, clock: Clock) -> CheckReport
     store = SessionStore(engine, url=redact(url), clock=clock, read_only=read_only)
     try:
         return store.check(repair=repair)
-    finally:
-        store.close()
-
-
-def _run_tiers(url: str, session_id: str, summarizer: Any, config: Any, clock: Clock) -> Any:
-    from .store import SessionStore
-
-    store = SessionStore(make_engine(sync_url(url)), url=redact(url), clock=clock)
-    try:
-        return store.run_tiers(session_id, summarizer, config)
     finally:
         store.close()
 

@@ -11,7 +11,7 @@ import pytest
 
 from brutus import AsyncSessionStore, CompactionInProgress, SessionStore
 from brutus.models import TokenCounts
-from brutus.summarizers import Summary, SummaryRequest
+from brutus.summarizers import ExtractiveSummarizer, Summary, SummaryRequest
 
 from builders import Msg, Tool, write_history
 
@@ -156,3 +156,30 @@ async def test_run_tiers_from_async_code(stores) -> None:
     assert report.session_id == session_id
     assert report.summaries == len(expected_blocks)
     assert report.tokens_after < report.tokens_before
+
+
+async def test_async_run_tiers_drives_the_flow_itself_and_writes_what_the_sync_store_writes(
+    stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The async store runs the tier flow on its own connections (no sync store in a thread): the same
+    summaries, text and metadata, as the sync store writes for the same session."""
+    sync, astore = stores
+    spec: list[Msg] = []
+    for i in range(30):
+        spec += [Msg("user", text=f"task {i}"), Msg("assistant", text="done", tools=[Tool("read", output_bytes=12_000)])]
+    with_sync, with_async = write_history(sync, spec), write_history(sync, spec)
+    expected = sync.run_tiers(with_sync, ExtractiveSummarizer())
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the async store ran the sync store's run_tiers")
+
+    monkeypatch.setattr(SessionStore, "run_tiers", refused)
+    report = await astore.run_tiers(with_async, ExtractiveSummarizer())
+
+    def summaries(session_id: str) -> list[tuple]:
+        return [(m.info.metadata["summarized"], m.info.metadata.get("summary_type"), [p.text for p in m.parts])
+                for m in sync.messages(session_id) if (m.info.metadata or {}).get("summarized")]
+
+    assert summaries(with_async) == summaries(with_sync) != []
+    assert (report.summaries, report.tokens_before, report.tokens_after) == (
+        expected.summaries, expected.tokens_before, expected.tokens_after)
