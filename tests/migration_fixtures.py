@@ -138,7 +138,7 @@ def write_sample(url: str, revision: str) -> None:
     assert store.prune(main.id, small).parts, "the sample needs pruned parts"
     store.compact(main.id, Summarizer(), trigger="auto", config=small)
     try:
-        store.compact(main.id, Summarizer(), config=small)  # nothing new: recorded as a failed marker
+        store.compact(main.id, Summarizer(), config=small)  # nothing new: refused (NothingToCompact), no row
     except CompactionStalled:
         pass
     store.append_message(child.id, "user")

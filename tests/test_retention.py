@@ -31,7 +31,7 @@ def _rich_session(store: SessionStore, title: str) -> str:
     store.prune(session_id, SMALL)
     store.compact(session_id, FakeSummarizer(), config=SMALL)
     with pytest.raises(CompactionStalled):
-        store.compact(session_id, FakeSummarizer(), config=SMALL)  # nothing new: a failed marker
+        store.compact(session_id, FakeSummarizer(), config=SMALL)  # nothing new: refused, no row written
     child = store.create_session(title=f"{title} child", parent_id=session_id)
     agent_step(store, child.id, "sub-agent work")
     return session_id
