@@ -19,6 +19,7 @@ from brutus import AsyncSessionStore, InvalidInput, NotFound, SearchHit, Session
 from brutus.db import migrate
 from brutus.db.engine import make_engine
 from brutus.search import make_snippet
+from brutus.db import search_index
 from brutus.db.search_index import INDEX_EVERY, index_pending
 
 DAY = 86_400_000
@@ -373,6 +374,22 @@ def _search_objects(url: str) -> set[str]:
             return {r[0] for r in rows}
     finally:
         engine.dispose()
+
+
+def test_a_store_on_a_database_without_the_index_writes_as_before(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SessionStore(engine)`` does not migrate: on a 0003 database (no search index) a write that is due to
+    fill the index, or a bulk one, commits as it did before 0004."""
+    monkeypatch.setattr(search_index, "INDEX_EVERY", 1)  # every write transaction is due
+    engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    migrate.upgrade(engine, "0003")
+    store = SessionStore(engine)
+    try:
+        session_id = build(store)
+        message = store.append_message(session_id, "user")
+        store.append_part(message.id, _text("after 0003"))
+        assert store.messages(session_id)[-1].parts[0].text == "after 0003"
+    finally:
+        store.close()
 
 
 def test_0004_backfills_a_0003_database_and_downgrades(db_url: str) -> None:

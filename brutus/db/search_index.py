@@ -35,10 +35,17 @@ def index_pending(dbapi: Any) -> None:
 
 def maybe_index_pending(dbapi: Any) -> None:
     """Before a write transaction's COMMIT: every ``INDEX_EVERY``-th of this process, and any that changed
-    more than ``BULK_ROWS`` rows (an import, a long batch), indexes what is pending (not on a read-only
-    connection: a batch of reads commits too)."""
+    more than ``BULK_ROWS`` rows (an import, a long batch), indexes what is pending (``_indexable``)."""
     changes = dbapi.total_changes
     bulk = changes - _changes.get(id(dbapi), 0) > BULK_ROWS
     _changes[id(dbapi)] = changes
-    if (next(_writes) % INDEX_EVERY == 0 or bulk) and not dbapi.execute("PRAGMA query_only").fetchone()[0]:
+    if (next(_writes) % INDEX_EVERY == 0 or bulk) and _indexable(dbapi):
         index_pending(dbapi)
+
+
+def _indexable(dbapi: Any) -> bool:
+    """A connection that may write, to a database that has the index (a store built on an engine at an older
+    revision, which ``SessionStore(engine)`` allows, has none)."""
+    if dbapi.execute("PRAGMA query_only").fetchone()[0]:
+        return False
+    return dbapi.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_state'").fetchone() is not None
