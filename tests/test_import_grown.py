@@ -146,3 +146,21 @@ def test_a_line_cut_anywhere_is_read_up_to_it() -> None:
         document = parse_document(("".join(lines[:-1]) + last[:at]).encode("utf-8"), name="f")
         assert document.entries == whole.entries, at
         assert document.warnings == ("f: line 28 is cut short (the file ends inside it: the agent was stopped mid-write?); read up to line 27",)
+
+
+def test_a_file_imported_before_brutus_priced_claude_code_is_still_already_imported(store_url: str, tmp_path: Path) -> None:
+    """The cost is brutus's own pricing of the usage, not what the file says: a session imported when it was
+    not priced (or priced at other rates) is the same session, and re-importing the file writes nothing."""
+    from sqlalchemy import text
+
+    path = _write(tmp_path / "session.jsonl", _lines("2cba43de"))
+    _import(store_url, path)
+    with SessionStore.open(store_url) as store:
+        with store.engine.begin() as conn:
+            changed = conn.execute(text("UPDATE messages SET cost = 0 WHERE cost > 0")).rowcount
+        assert changed > 0
+        counts = row_counts(store)
+    again = _import(store_url, path)
+    assert again["skipped"] and not again["updated"] and not again["created"]
+    with SessionStore.open(store_url) as store:
+        assert row_counts(store) == counts

@@ -35,9 +35,11 @@ __all__ = ["bring_up_to_date", "comparable", "last_cut"]
 
 
 def comparable(message: MessageWithParts) -> dict[str, Any]:
-    """What a message says, without what the store assigns or brutus marks later."""
+    """What a message says, without what the store assigns or brutus works out (the cost, priced from the
+    usage by brutus's own table, which an earlier import may have priced otherwise or not at all)."""
     dumped = message.model_dump(mode="python")
     dumped["info"]["seq"] = 0
+    dumped["info"]["cost"] = 0.0
     for part in dumped["parts"]:
         part["session_id"] = part["message_id"] = None
         time = (part.get("state") or {}).get("time")
