@@ -56,7 +56,7 @@ def append(store: SessionStore, shared: str, steps: str, mode: str, output_bytes
             else:
                 agent_step(store, session_id, f"{own.id}:{i}", int(output_bytes))
             if float(pause_ms):
-                time.sleep(float(pause_ms) / 1000)
+                time.sleep(float(pause_ms) / 1000)  # the behaviour: an agent waiting for its model between steps
     print(f"appended in {time.perf_counter() - started:.3f}s", file=sys.stderr)
     say(own.id)
 

@@ -495,7 +495,7 @@ async def test_batches_of_concurrent_tasks_are_separate(astore: AsyncSessionStor
     async def unit(fail: bool) -> None:
         async with astore.batch():
             await astore.append_message(ses.id, "user", agent="failed" if fail else "kept")
-            await asyncio.sleep(0)  # let the other batch run in between
+            await asyncio.sleep(0)  # a yield point, no wait: the other tasks' batches interleave here
             if fail:
                 raise Boom
 
@@ -553,7 +553,7 @@ async def run_with_heartbeat(call: Awaitable[Any], holder: LockHolder, hold: flo
     async def ticker() -> None:
         nonlocal longest, last
         while not done:
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the measurement: a 10 ms heartbeat, late only when the loop is blocked
             now = time.monotonic()
             longest, last = max(longest, now - last), now
 
@@ -591,33 +591,27 @@ async def test_opening_while_another_process_migrates_does_not_block_the_loop(db
 
 
 def waiting_for_the_lock(url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[], bool]:
-    """A blocking check that a call of the store is waiting for the ``LockHolder``'s lock (or about to, on
-    SQLite: its BEGIN IMMEDIATE has been handed to aiosqlite's thread, which cannot report the wait)."""
-    parsed = make_url(sync_url(url))
-    if parsed.get_backend_name() == "sqlite":
-        begun = threading.Event()
+    """A blocking check that a call of the store has been handed to its driver, where its first statement
+    waits for the ``LockHolder``'s lock: SQLite's BEGIN IMMEDIATE in aiosqlite's thread, PostgreSQL's
+    ``SELECT … FOR UPDATE`` of the session row in the call's greenlet."""
+    handed = threading.Event()
+    if make_url(sync_url(url)).get_backend_name() == "sqlite":
         original = brutus.async_store.sqlite_transaction
 
         def begins(*args: Any, **kwargs: Any) -> Any:
-            begun.set()
+            handed.set()
             return original(*args, **kwargs)
 
         monkeypatch.setattr(brutus.async_store, "sqlite_transaction", begins)
-        return lambda: begun.wait(10)
+    else:
+        drive = AsyncSessionStore._drive_async
 
-    def waiter_seen() -> bool:  # PostgreSQL reports a backend waiting on a lock
-        dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-        with psycopg.connect(dsn, autocommit=True) as watcher:
-            for _ in range(1000):
-                row = watcher.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-                ).fetchone()
-                if row and row[0]:
-                    return True
-                time.sleep(0.01)  # polling the server's view, not waiting for a guess
-        return False
+        async def drives(self: AsyncSessionStore, connection: Any, op: Any) -> Any:
+            handed.set()
+            return await drive(self, connection, op)
 
-    return waiter_seen
+        monkeypatch.setattr(AsyncSessionStore, "_drive_async", drives)
+    return lambda: handed.wait(10)
 
 
 async def test_a_cancelled_call_writes_nothing_and_the_store_goes_on(

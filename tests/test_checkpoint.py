@@ -29,13 +29,11 @@ def _checkpoint_threads(path: Path) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == f"brutus-checkpoint {path}" and t.is_alive()]
 
 
-def _wait_for(condition, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
+def _joined(threads: list[threading.Thread], timeout: float = 5.0) -> bool:
+    """Wait for ``threads`` to end; whether they all did within ``timeout`` seconds each."""
+    for thread in threads:
+        thread.join(timeout)
+    return not any(thread.is_alive() for thread in threads)
 
 
 def test_the_background_checkpoint_keeps_the_wal_small(tmp_path: Path) -> None:
@@ -48,8 +46,7 @@ def test_the_background_checkpoint_keeps_the_wal_small(tmp_path: Path) -> None:
     sizes = []
     for step in range(60):
         agent_step(store, session_id, f"step {step}", output_bytes=200_000)
-        runs = store._checkpointer.runs
-        assert _wait_for(lambda runs=runs: store._checkpointer.runs > runs), "no checkpoint after a commit"
+        assert store._checkpointer.wait_for_runs(store._checkpointer.runs + 1), "no checkpoint after a commit"
         sizes.append(_wal(path))
     store.close()
     assert os.path.getsize(path) > 12_000_000  # the rows reached the database
@@ -70,7 +67,7 @@ def test_a_reader_does_not_start_the_thread_and_close_stops_it(tmp_path: Path) -
     store.close()
     assert not _checkpoint_threads(path)
     store.append_message(session_id, "user")  # used again after close: a new thread
-    assert _wait_for(lambda: store._checkpointer.runs > 0)
+    assert store._checkpointer.wait_for_runs(1)
     assert len(_checkpoint_threads(path)) == 1
     store.close()
     assert not _checkpoint_threads(path)
@@ -84,14 +81,14 @@ def test_a_store_dropped_without_close_stops_its_thread(tmp_path: Path) -> None:
     assert len(_checkpoint_threads(path)) == 1
     del store
     gc.collect()
-    assert _wait_for(lambda: not _checkpoint_threads(path))
+    assert _joined(_checkpoint_threads(path))
 
 
 def test_inside_a_batch_the_thread_waits_for_the_commit(tmp_path: Path) -> None:
     path = tmp_path / "batch.db"
     store = SessionStore.open(f"sqlite:///{path}")
     session_id = store.create_session().id
-    assert _wait_for(lambda: store._checkpointer.runs == 1)
+    assert store._checkpointer.wait_for_runs(1)
     asked: list[bool] = []
     committed = store._checkpointer.committed
     store._checkpointer.committed = lambda: (asked.append(True), committed())[1]  # type: ignore[method-assign]
@@ -100,7 +97,7 @@ def test_inside_a_batch_the_thread_waits_for_the_commit(tmp_path: Path) -> None:
             agent_step(store, session_id, f"step {step}")
         assert asked == []  # nothing committed yet: no checkpoint asked for
         assert store._checkpointer.runs == 1
-    assert _wait_for(lambda: store._checkpointer.runs == 2)
+    assert store._checkpointer.wait_for_runs(2) and store._checkpointer.runs == 2
     store.close()
 
 
@@ -110,7 +107,7 @@ def test_a_checkpoint_that_cannot_run_harms_nothing(tmp_path: Path) -> None:
     missing = tmp_path / "gone.db"
     checkpointer = Checkpointer(str(missing))
     checkpointer.committed()
-    assert _wait_for(lambda: checkpointer._thread is not None and not checkpointer._thread.is_alive())
+    assert checkpointer._thread is not None and _joined([checkpointer._thread])
     checkpointer.close()
     assert not missing.exists()
     assert checkpointer.runs == 0
@@ -122,11 +119,11 @@ def test_the_async_store_checkpoints_in_the_background_too(tmp_path: Path) -> No
     async def scenario() -> tuple[int, int]:
         store = await AsyncSessionStore.open(f"sqlite:///{path}")
         session_id = (await store.create_session()).id
-        assert await asyncio.to_thread(_wait_for, lambda: store._checkpointer.runs == 1)
+        assert await asyncio.to_thread(store._checkpointer.wait_for_runs, 1)
         async with store.batch():
             await store.append_message(session_id, "user")
             await store.append_message(session_id, "assistant")
-        assert await asyncio.to_thread(_wait_for, lambda: store._checkpointer.runs == 2)
+        assert await asyncio.to_thread(store._checkpointer.wait_for_runs, 2)
         runs = store._checkpointer.runs
         asked: list[bool] = []
         committed = store._checkpointer.committed
@@ -176,7 +173,7 @@ def test_a_thread_that_outlives_close_still_stops(tmp_path: Path) -> None:
         old_threads.append(checkpointer._thread)
         checkpointer.close(timeout=0.0)
     checkpointer.committed()
-    assert _wait_for(lambda: not any(t.is_alive() for t in old_threads))
+    assert _joined(old_threads)
     assert checkpointer._thread.is_alive()
     checkpointer.close()
     assert not _checkpoint_threads(path)

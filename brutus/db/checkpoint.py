@@ -37,7 +37,8 @@ class Checkpointer:
         # absolute now (the thread connects later, maybe after a chdir); opened read-write, never created
         self.path = path
         self._uri = Path(path).expanduser().absolute().as_uri() + "?mode=rw"
-        self.runs = 0  # checkpoints run (tests read it)
+        self.runs = 0  # checkpoints run (tests read it, or wait for it: ``wait_for_runs``)
+        self._ran = threading.Condition()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()  # the running thread's own: a new thread gets a new one
@@ -49,6 +50,11 @@ class Checkpointer:
             self._start()
         if not self._wake.is_set():  # set already: a checkpoint is to come, after this commit (set() locks)
             self._wake.set()
+
+    def wait_for_runs(self, count: int, timeout: float = 5.0) -> bool:
+        """Block until at least ``count`` checkpoints have run (False if ``timeout`` seconds pass first)."""
+        with self._ran:
+            return self._ran.wait_for(lambda: self.runs >= count, timeout)
 
     def _start(self) -> None:
         with self._lock:
@@ -87,7 +93,9 @@ class Checkpointer:
                 wake.clear()
                 try:
                     conn.execute(CHECKPOINT).fetchall()
-                    self.runs += 1
+                    with self._ran:
+                        self.runs += 1
+                        self._ran.notify_all()
                 except sqlite3.Error as exc:  # the commit's own automatic checkpoint is still there
                     log.debug("brutus: background checkpoint of %s failed: %s", self.path, exc)
         finally:
