@@ -38,6 +38,8 @@ def maybe_index_pending(dbapi: Any) -> None:
     more than ``BULK_ROWS`` rows (an import, a long batch), indexes what is pending (``_indexable``)."""
     changes = dbapi.total_changes
     bulk = changes - _changes.get(id(dbapi), 0) > BULK_ROWS
+    if len(_changes) > 1024:  # ids of closed connections (sqlite3 connections take no weak references)
+        _changes.clear()
     _changes[id(dbapi)] = changes
     if (next(_writes) % INDEX_EVERY == 0 or bulk) and _indexable(dbapi):
         index_pending(dbapi)
