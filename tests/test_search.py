@@ -6,6 +6,7 @@ and downgrade."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import sqlite3
@@ -224,12 +225,14 @@ def test_every_write_path_keeps_the_index_current(store: SessionStore, store_url
     _sqlite_index_is_exact(store_url, catch_up=True)
 
 
-def test_sqlite_writers_index_in_batches_and_a_search_sees_what_is_pending(tmp_path) -> None:
+def test_sqlite_writers_index_in_batches_and_a_search_sees_what_is_pending(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Writes give documents keys; every 32nd write transaction of a process puts what is pending into FTS5,
     inside that transaction. A search in between finds the pending documents too, and a read-only store
     (which never indexes) as well."""
     url = f"sqlite:///{tmp_path / 'batch.db'}"
     with SessionStore.open(url) as store:
+        # the process's count of write transactions starts here: 1 + 2 x 69 writes, batches at 32, 64, 96, 128
+        monkeypatch.setattr(search_index, "_writes", itertools.count(1))
         session = store.create_session()
         db = sqlite3.connect(tmp_path / "batch.db")
         state = lambda: db.execute(  # noqa: E731
