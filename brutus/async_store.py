@@ -53,10 +53,9 @@ from .db.checkpoint import Checkpointer
 from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.migrate import prepare_schema
-from .db.search_index import maybe_index_pending
 from .db.sqlite_driver import SQLiteDriver, sqlite_transaction
 from .db.statements import Op
-from .errors import InvalidInput
+from .errors import DatabaseBusy, InvalidInput
 from .models import (
     CompactionConfig,
     CompactionRecord,
@@ -101,8 +100,6 @@ def _end_sqlite(conn: Any, commit: bool) -> None:
     if not conn.in_transaction:
         return
     try:
-        if commit:
-            maybe_index_pending(conn)
         conn.execute("COMMIT" if commit else "ROLLBACK")
     except BaseException:
         if conn.in_transaction:
@@ -541,9 +538,15 @@ class AsyncSessionStore:
         since: int | None = None,
         limit: int = 50,
     ) -> list[SearchHit]:
-        """``SessionStore.search``: full-text search over every session's whole history, newest first."""
-        from .db.search_ops import search
+        """``SessionStore.search``: full-text search over every session's whole history, newest first (on
+        SQLite, indexing what was written since first, as the sync store does)."""
+        from .db.search_ops import index_pending, search
 
+        if self._fast is not None and not self.read_only:
+            try:
+                await self._run(index_pending())
+            except DatabaseBusy:
+                pass
         return await self._run(
             search(
                 query,

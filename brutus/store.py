@@ -28,7 +28,6 @@ from .db import edit_ops, history_ops, ops
 from .db.checkpoint import Checkpointer
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.sqlite_driver import SQLiteDriver, sqlite_transaction
-from .db.search_index import maybe_index_pending
 from .db.migrate import prepare_schema
 from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
@@ -228,8 +227,6 @@ class SessionStore:
                 dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
                     yield dbapi
-                    if write:
-                        maybe_index_pending(dbapi)
                     dbapi.execute("COMMIT")
                 except BaseException:
                     if dbapi.in_transaction:
@@ -488,9 +485,17 @@ class SessionStore:
     ) -> list[SearchHit]:
         """Full-text search over every session's whole history (turns before a compaction, summaries, pruned
         outputs), newest first: each hit names its session, message and part, with a snippet and whether the
-        model still sees it. ``query`` is words, all of which must appear in one text (``brutus.search``)."""
-        from .db.search_ops import search
+        model still sees it. ``query`` is words, all of which must appear in one text (``brutus.search``).
+        On SQLite it first puts what was written since into the index (a short write transaction), unless the
+        store is read-only or another writer holds the database past the busy timeout: the search then reads
+        those documents itself."""
+        from .db.search_ops import index_pending, search
 
+        if self._fast is not None and not self.read_only:
+            try:
+                self._run(index_pending())
+            except DatabaseBusy:
+                pass
         return self._run(
             search(
                 query,
@@ -514,11 +519,22 @@ class SessionStore:
             raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
         if dry_run:
             return self._run(gc_ops.drop_pruned_outputs(before, dry_run=True), write=False)
+        if self._fast is not None:  # SQLite's search index: what is pending first, so the sizes compare alike
+            from .db.search_ops import index_pending
+
+            self._run(index_pending())
         with translate_errors():
             size_before = gc_ops.storage_bytes(self.engine)
         dropped = self._run(gc_ops.drop_pruned_outputs(before, dry_run=False))
+        if self._fast is not None:
+            from .db.search_ops import optimize_index
+
+            self._run(optimize_index())  # FTS5 keeps a dropped output's words until its segments merge
         with translate_errors():
             gc_ops.vacuum(self.engine)
+        if self._fast is not None:
+            self._run(index_pending(keyless=True))  # VACUUM may have renumbered the rows the marks count
+        with translate_errors():
             size_after = gc_ops.storage_bytes(self.engine)
         return dropped.model_copy(update={"vacuumed": True, "bytes_before": size_before, "bytes_after": size_after})
 

@@ -215,8 +215,7 @@ class FailingCommit:
         self.in_transaction = False
 
 
-def test_a_failed_commit_is_rolled_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(brutus.async_store, "maybe_index_pending", lambda conn: None)  # a stand-in has no index
+def test_a_failed_commit_is_rolled_back() -> None:
     conn = FailingCommit()
     with pytest.raises(sqlite3.OperationalError):
         _end_sqlite(conn, True)

@@ -17,11 +17,10 @@ from cli_helpers import run
 from sqlalchemy import inspect, text
 
 from brutus import AsyncSessionStore, InvalidInput, NotFound, SearchHit, SessionStore
+from brutus.db import engine as engine_module
 from brutus.db import migrate
 from brutus.db.engine import make_engine
 from brutus.search import make_snippet
-from brutus.db import search_index
-from brutus.db.search_index import INDEX_EVERY, index_pending
 
 DAY = 86_400_000
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -146,22 +145,26 @@ def test_snippets_are_cut_around_the_first_match() -> None:
 # -- the index stays current ---------------------------------------------------------------------------------
 
 
+def _catch_up(url: str) -> None:
+    """Index everything pending, as a writer's search does."""
+    with SessionStore.open(url) as writer:
+        writer.search("catchup")
+
+
 def _sqlite_index_is_exact(url: str, *, catch_up: bool = False) -> None:
     """SQLite: the FTS5 index holds exactly the documents a fresh build from the rows would (term, document,
-    offset) for every key it says it has indexed, and every key names a row that exists. ``catch_up``: index
-    what is pending first (as the writers' batches do), and check that nothing is left pending."""
+    offset) for every key, every key names a row that exists, and every document either has a key or is
+    pending (``search_pending``). ``catch_up``: index what is pending first, and check nothing is left."""
     if not url.startswith("sqlite"):
         return
+    if catch_up:
+        _catch_up(url)
     db = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
     try:
         if catch_up:
-            db.execute("BEGIN IMMEDIATE")
-            index_pending(db)
-            db.execute("COMMIT")
-            assert db.execute("SELECT count(*) FROM search_documents WHERE key > (SELECT indexed FROM search_state)").fetchone() == (0,)
+            assert db.execute("SELECT count(*) FROM search_pending").fetchone() == (0,)
         db.execute("CREATE VIRTUAL TABLE temp.fresh USING fts5(body, content='', tokenize='unicode61 remove_diacritics 0')")
-        db.execute("INSERT INTO temp.fresh(rowid, body) SELECT key, body FROM search_documents "
-                   "WHERE key <= (SELECT indexed FROM search_state)")
+        db.execute("INSERT INTO temp.fresh(rowid, body) SELECT key, body FROM search_documents")
         db.execute("CREATE VIRTUAL TABLE temp.v_live USING fts5vocab(main, search_index, instance)")
         db.execute("CREATE VIRTUAL TABLE temp.v_fresh USING fts5vocab(temp, fresh, instance)")
         live = db.execute("SELECT term, doc, offset FROM temp.v_live ORDER BY 1, 2, 3").fetchall()
@@ -173,89 +176,94 @@ def _sqlite_index_is_exact(url: str, *, catch_up: bool = False) -> None:
             " AND NOT EXISTS (SELECT 1 FROM tool_outputs o WHERE o.part_id = k.part_id AND k.kind = 2)"
         ).fetchone()[0]
         assert orphans == 0
+        unaccounted = db.execute(
+            "SELECT count(*) FROM (SELECT id, 0 AS kind FROM parts WHERE type IN ('text', 'reasoning') UNION ALL "
+            "SELECT part_id, 1 FROM tool_states UNION ALL SELECT part_id, 2 FROM tool_outputs) d "
+            "WHERE NOT EXISTS (SELECT 1 FROM search_keys k WHERE k.part_id = d.id AND k.kind = d.kind) "
+            "AND NOT EXISTS (SELECT 1 FROM search_pending p WHERE p.part_id = d.id AND p.kind = d.kind)"
+        ).fetchone()[0]
+        assert unaccounted == 0
     finally:
         db.close()
 
 
-@pytest.mark.parametrize("batched", [False, True], ids=["pending", "indexed"])
-def test_every_write_path_keeps_the_index_current(store: SessionStore, store_url: str, batched: bool) -> None:
-    """Each write, then a search. ``pending``: the documents are not in FTS5 yet and the search reads them
-    itself; ``indexed``: after each write a batch puts them in (SQLite), so changes and deletes must take the
-    old text out of FTS5."""
+@pytest.mark.parametrize("searcher", ["writer", "reader"])
+def test_every_write_path_keeps_the_index_current(store: SessionStore, store_url: str, searcher: str) -> None:
+    """Each write, then a search. ``writer``: the store's own search indexes what was written first;
+    ``reader``: a read-only store searches, which never indexes, and everything before the write was indexed
+    (on SQLite), so a changed or deleted document must have left FTS5 and be read from the rows."""
+    reader = SessionStore.open(store_url, read_only=True)
 
-    def settle() -> None:
-        if batched and store_url.startswith("sqlite"):
-            _sqlite_index_is_exact(store_url, catch_up=True)
+    def search(query: str, **filters: Any) -> list[SearchHit]:
+        if searcher == "writer":
+            return store.search(query, **filters)
+        hits = reader.search(query, **filters)
+        _sqlite_index_is_exact(store_url, catch_up=True)  # the next write changes indexed documents
+        return hits
 
     session_id = build(store)
-    settle()
-    _sqlite_index_is_exact(store_url)
+    _sqlite_index_is_exact(store_url, catch_up=searcher == "reader")
     message = store.append_message(session_id, "assistant")
     part = store.append_part(message.id, {"type": "tool", "call_id": "c9", "tool": "bash", "state": {"status": "pending", "input": {"command": "make giraffe"}}})
-    settle()
-    assert _brief(store.search("giraffe")) == [(message.id, "call", "bash", True, False, False)]
+    assert _brief(search("giraffe")) == [(message.id, "call", "bash", True, False, False)]
     store.update_tool(part.id, status="running", title="building okapi")
-    settle()
-    assert [h.field for h in store.search("okapi")] == ["call"]
+    assert [h.field for h in search("okapi")] == ["call"]
     store.update_tool(part.id, status="completed", output="built the okapi", title="built")
-    settle()
-    assert [h.field for h in store.search("okapi")] == ["output"]  # the old title is gone from the index
-    assert [h.field for h in store.search("giraffe built")] == ["call"]
+    assert [h.field for h in search("okapi")] == ["output"]  # the old title is gone from the index
+    assert [h.field for h in search("giraffe built")] == ["call"]
     store.append_part(message.id, {"type": "reasoning", "text": "thinking of a pangolin"})
-    settle()
-    assert [h.part_type for h in store.search("pangolin")] == ["reasoning"]
+    assert [h.part_type for h in search("pangolin")] == ["reasoning"]
     _sqlite_index_is_exact(store_url)
 
     assert store.rewind(session_id, message.id) == 1
-    assert store.search("okapi") == store.search("pangolin") == store.search("giraffe") == []
+    assert search("okapi") == search("pangolin") == search("giraffe") == []
     _sqlite_index_is_exact(store_url)
 
     result = store.gc(T0 + DAY)  # drops the output pruned at T0 (before the boundary), keeps its call
     assert result.parts == 1
-    settle()
-    assert _brief(store.search("zebra", session_id=session_id, tool="bash")) == [
+    assert _brief(search("zebra", session_id=session_id, tool="bash")) == [
         ("msg_06", "output", "bash", True, False, False), ("msg_02", "call", "bash", False, False, False)]
-    _sqlite_index_is_exact(store_url)  # VACUUM kept the keys
+    _sqlite_index_is_exact(store_url)  # after VACUUM every document is indexed or pending
 
     child = store.create_session(parent_id=session_id)
     store.append_messages(child.id, [_msg("msg_c1", "user", 3, [_text("a child zebra")])])
-    settle()
+    assert len(search("zebra")) == 6  # five left after gc, and the child
     store.delete_session(session_id)
-    assert store.search("zebra") == []
+    assert search("zebra") == []
+    reader.close()
     _sqlite_index_is_exact(store_url, catch_up=True)
 
 
-def test_sqlite_writers_index_in_batches_and_a_search_sees_what_is_pending(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Writes give documents keys; every 32nd write transaction of a process puts what is pending into FTS5,
-    inside that transaction. A search in between finds the pending documents too, and a read-only store
-    (which never indexes) as well."""
-    url = f"sqlite:///{tmp_path / 'batch.db'}"
+def test_sqlite_writes_leave_the_index_alone_and_a_search_fills_it(tmp_path) -> None:
+    """A write touches nothing of the index: its documents are pending. A read-only store finds them by reading
+    them; the writer's search puts them into FTS5 first, in one transaction, and then nothing is pending."""
+    url = f"sqlite:///{tmp_path / 'pending.db'}"
+    SessionStore.open(url).close()
+    db = sqlite3.connect(tmp_path / "pending.db")
+    index = lambda: db.execute(  # noqa: E731
+        "SELECT (SELECT count(*) FROM search_keys), (SELECT count(*) FROM search_index_docsize), "
+        "(SELECT count(*) FROM search_pending)").fetchone()
     with SessionStore.open(url) as store:
-        # the process's count of write transactions starts here: 1 + 2 x 69 writes, batches at 32, 64, 96, 128
-        monkeypatch.setattr(search_index, "_writes", itertools.count(1))
         session = store.create_session()
-        db = sqlite3.connect(tmp_path / "batch.db")
-        state = lambda: db.execute(  # noqa: E731
-            "SELECT (SELECT indexed FROM search_state), (SELECT max(key) FROM search_keys), "
-            "(SELECT count(*) FROM search_index_docsize)").fetchone()
-        for i in range(INDEX_EVERY * 2 + 5):
-            message = store.append_message(session.id, "user")
-            store.append_part(message.id, _text(f"step {i} capybara{i}"))
-            indexed, newest, in_fts = state()
-            if indexed < newest:  # pending: the search reads them
-                assert [h.message_id for h in store.search(f"capybara{i}")] == [message.id]
-            assert in_fts == indexed  # every indexed key is in FTS5, nothing above the mark
-        assert 0 < indexed < newest  # some batches ran, some documents wait
+        messages = []
+        for i in range(40):
+            messages.append(store.append_message(session.id, "user"))
+            store.append_part(messages[-1].id, _text(f"step {i} capybara{i}"))
+        assert index() == (0, 0, 40)
         with SessionStore.open(url, read_only=True) as reader:
-            found = {h.message_id for h in reader.search("step", limit=100)}
-        assert len(found) == INDEX_EVERY * 2 + 5
-        db.close()
-    _sqlite_index_is_exact(url, catch_up=True)
+            assert [h.message_id for h in reader.search("capybara7")] == [messages[7].id]
+            assert len(reader.search("step", limit=100)) == 40
+        assert index() == (0, 0, 40)  # a reader never writes
+        assert [h.message_id for h in store.search("capybara39")] == [messages[39].id]
+        assert index() == (40, 40, 0)
+        assert store.search("capybara39") and index() == (40, 40, 0)  # nothing pending: nothing written
+    db.close()
+    _sqlite_index_is_exact(url)
 
 
-def test_a_key_given_out_again_counts_as_pending(tmp_path) -> None:
-    """SQLite hands out the highest key's number again once its row is gone: the index's mark goes down with
-    it, so the new document is pending (found by a search, indexed by the next batch), not taken as indexed."""
+def test_a_rowid_given_out_again_counts_as_pending(tmp_path) -> None:
+    """SQLite gives a new row the highest rowid plus one, so once the highest indexed row is gone its number
+    comes back: the mark goes down with the delete, so the new document is pending, not taken as indexed."""
     url = f"sqlite:///{tmp_path / 'reuse.db'}"
     with SessionStore.open(url) as store:
         session = store.create_session()
@@ -265,14 +273,41 @@ def test_a_key_given_out_again_counts_as_pending(tmp_path) -> None:
         store.append_part(last.id, _text("a wombat"))
         _sqlite_index_is_exact(url, catch_up=True)
         db = sqlite3.connect(tmp_path / "reuse.db")
-        (gone,) = db.execute("SELECT max(key) FROM search_keys").fetchone()
+        (gone,) = db.execute("SELECT parts_seen FROM search_state").fetchone()
         assert store.rewind(session.id, last.id) == 1
+        assert db.execute("SELECT parts_seen FROM search_state").fetchone() == (gone - 1,)
         again = store.append_message(session.id, "user")
         store.append_part(again.id, _text("a numbat"))
-        assert db.execute("SELECT max(key), (SELECT indexed FROM search_state) FROM search_keys").fetchone() == (gone, gone - 1)
+        assert db.execute("SELECT max(rowid) FROM parts").fetchone() == (gone,)  # the number is back
         db.close()
+        with SessionStore.open(url, read_only=True) as reader:
+            assert [h.message_id for h in reader.search("numbat")] == [again.id] and reader.search("wombat") == []
         assert [h.message_id for h in store.search("numbat")] == [again.id] and store.search("wombat") == []
     _sqlite_index_is_exact(url, catch_up=True)
+
+
+def test_a_search_while_another_writer_holds_the_database_reads_what_is_pending(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer's search cannot index while another connection holds the write lock past the busy timeout:
+    it still answers, reading the pending documents itself, and indexes at the next search."""
+    monkeypatch.setattr(engine_module, "BUSY_TIMEOUT_MS", 0)  # the store's connections give up at once
+    url = f"sqlite:///{tmp_path / 'busy.db'}"
+    with SessionStore.open(url) as store:
+        session = store.create_session()
+        message = store.append_message(session.id, "user")
+        store.append_part(message.id, _text("a busy beaver"))
+        holder = sqlite3.connect(tmp_path / "busy.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            assert [h.message_id for h in store.search("beaver")] == [message.id]
+            assert holder.execute("SELECT count(*) FROM search_keys").fetchone() == (0,)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert [h.message_id for h in store.search("beaver")] == [message.id]
+    _sqlite_index_is_exact(url)
+    db = sqlite3.connect(tmp_path / "busy.db")
+    assert db.execute("SELECT count(*) FROM search_keys").fetchone() == (1,)
+    db.close()
 
 
 def test_huge_and_hostile_text_is_indexed_up_to_the_limit(store: SessionStore) -> None:
@@ -379,10 +414,9 @@ def _search_objects(url: str) -> set[str]:
         engine.dispose()
 
 
-def test_a_store_on_a_database_without_the_index_writes_as_before(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``SessionStore(engine)`` does not migrate: on a 0003 database (no search index) a write that is due to
-    fill the index, or a bulk one, commits as it did before 0004."""
-    monkeypatch.setattr(search_index, "INDEX_EVERY", 1)  # every write transaction is due
+def test_a_store_on_a_database_without_the_index_writes_as_before(tmp_path) -> None:
+    """``SessionStore(engine)`` does not migrate: on a 0003 database (no search index) writes commit as they did
+    before 0004."""
     engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
     migrate.upgrade(engine, "0003")
     store = SessionStore(engine)
@@ -430,3 +464,51 @@ def test_0004_backfills_a_0003_database_and_downgrades(db_url: str) -> None:
             names = {ix["name"] for ix in inspect(conn).get_indexes("tool_outputs")}
         engine.dispose()
         assert "ix_tool_outputs_search" in names
+
+
+def test_0005_takes_a_0004_index_as_it_is_and_downgrades_to_one(tmp_path) -> None:
+    """A 0004 database with documents indexed and documents pending (keys above its mark) upgrades to an exact
+    index with nothing pending; a downgrade gives 0004 back: every document keyed and indexed, its triggers
+    keeping the index current again."""
+    path = tmp_path / "0004.db"
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    migrate.upgrade(engine, "0004")
+    at_0004 = SessionStore(engine)
+    session_id = build(at_0004)
+    at_0004.close()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("INSERT INTO search_index(rowid, body) SELECT key, body FROM search_documents WHERE key <= 3")
+    db.execute("UPDATE search_state SET indexed = 3")  # three indexed, the rest pending, as 0004's batches leave it
+    keys = db.execute("SELECT key, part_id, kind FROM search_keys ORDER BY key").fetchall()
+
+    migrate.upgrade(make_engine(url), "0005")
+    assert db.execute("SELECT count(*) FROM search_pending").fetchone() == (0,)
+    assert db.execute("SELECT key, part_id, kind FROM search_keys ORDER BY key").fetchall() == keys
+    _sqlite_index_is_exact(url)
+    with SessionStore.open(url, read_only=True) as reader:
+        assert len(reader.search("zebra")) == 6
+    with SessionStore.open(url) as store:  # at head: a write now leaves a pending document
+        message = store.append_message(session_id, "user")
+        store.append_part(message.id, _text("a pending wombat"))
+
+    engine = make_engine(url)
+    migrate.downgrade(engine, "0004")
+    engine.dispose()
+    (newest,) = db.execute("SELECT max(key) FROM search_keys").fetchone()
+    assert newest == len(keys) + 1 and db.execute("SELECT indexed FROM search_state").fetchone() == (newest,)
+    triggers = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    assert {"search_parts_insert", "search_tool_outputs_update"} <= triggers
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name IN ('search_pending', 'search_stale')").fetchone() == (0,)
+    fresh = db.execute("SELECT count(*) FROM search_index WHERE search_index MATCH 'wombat'").fetchone()
+    assert fresh == (1,)
+    at_0004 = SessionStore(make_engine(url))
+    later = at_0004.append_message(session_id, "user")
+    at_0004.append_part(later.id, _text("a numbat at 0004"))  # 0004's insert trigger gives it a key
+    at_0004.close()
+    assert db.execute("SELECT max(key) FROM search_keys").fetchone() == (newest + 1,)
+    db.close()
+    with SessionStore.open(url) as store:  # up again
+        assert [h.message_id for h in store.search("numbat")] == [later.id]
+        assert [h.message_id for h in store.search("wombat")] == [message.id]
+    _sqlite_index_is_exact(url, catch_up=True)

@@ -15,8 +15,7 @@ How a call runs (``store.append_message(...)``, say), from the top:
    ========================  ==============================================================================
    sync store, SQLite        ``sqlite_driver.SQLiteDriver`` on the store's sqlite3 connection (statements
                              compiled once), inside ``sqlite_driver.sqlite_transaction``: BEGIN IMMEDIATE for a
-                             write, COMMIT, then the checkpoint thread is told (``checkpoint.py``); every 32nd
-                             write also fills the search index (``search_index.py``)
+                             write, COMMIT, then the checkpoint thread is told (``checkpoint.py``)
    sync store, PostgreSQL    SQLAlchemy Core on a pooled connection, ``brutus.store.drive``
    async store, SQLite       the same ``SQLiteDriver`` in aiosqlite's worker thread, one trip per call
                              (``async_sqlite.py`` keeps the connections)

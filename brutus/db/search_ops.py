@@ -2,11 +2,12 @@
 from the stored text (``brutus.search`` holds the rules; migration 0004 the index).
 
 - SQLite: one FTS5 ``MATCH`` on ``search_index``; ``search_keys`` maps its rowids to (part, kind). Each word
-  goes in as an FTS5 string (``"…"``, quotes doubled), so the user's text is never FTS5 syntax. The documents
-  not indexed yet (keys above ``search_state.indexed``, migration 0004) are read and matched here, with the
-  same tokens (``brutus.search.matches``), so a search sees every committed write.
-- SQLite's batches (``brutus.db.search_index``): every 32nd write transaction of a process indexes what is
-  pending, inside that transaction, before its COMMIT.
+  goes in as an FTS5 string (``"…"``, quotes doubled), so the user's text is never FTS5 syntax.
+- SQLite's index is filled off the write path (migration 0005): ``index_pending`` puts every document written
+  since into it, in one write transaction, which a store runs before each search and ``gc`` after its VACUUM
+  (``keyless=True``: every document without a key, as VACUUM may renumber rows). The documents still pending
+  when the query runs (a read-only store, or writes since) are read from the view ``search_pending`` and
+  matched here with the same tokens (``brutus.search.matches``), so a search sees every committed write.
 - PostgreSQL: each table's GIN expression index answers ``@@`` a tsquery built from the words with
   ``phraseto_tsquery`` (text in, never query syntax), combined with ``&&``; the three results are a UNION ALL.
 
@@ -16,6 +17,7 @@ read per hit for its text. Kinds: 0 a part's text, 1 a tool call, 2 a tool outpu
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import (
@@ -41,17 +43,37 @@ from .ops import check_id
 from .statements import SESSION_ID, M, O, Op, P, S, T, step
 from .tables import PG_SEARCH_DOCUMENTS
 
-__all__ = ["DEFAULT_LIMIT", "search"]
+__all__ = ["DEFAULT_LIMIT", "index_pending", "optimize_index", "search"]
 
 DEFAULT_LIMIT = 50
 FIELDS = {0: "text", 1: "call", 2: "output"}
 _KEYS = table("search_keys", column("key", Integer), column("part_id"), column("kind", Integer))
 _FTS = table("search_index", column("rowid", Integer))
-# SQLite: the documents not in the FTS5 index yet (``brutus.db.search_index``), matched in Python
-_PENDING = prebuilt(
-    text("SELECT key, body FROM search_documents WHERE key > (SELECT indexed FROM search_state)").columns(
-        column("key", Integer), column("body")
+_TABLES = ("parts", "tool_states", "tool_outputs")  # kinds 0, 1, 2, and their marks in ``search_state``
+# SQLite: the documents not in the FTS5 index yet (migration 0005), matched in Python
+_PENDING = prebuilt(text("SELECT part_id, kind, body FROM search_pending").columns(column("part_id"), column("kind", Integer), column("body")))
+_ANY_PENDING = prebuilt(text("SELECT 1 FROM search_pending LIMIT 1").columns(column("1")))
+_HAS_INDEX = prebuilt(text("SELECT 1 FROM sqlite_master WHERE name = 'search_pending'").columns(column("1")))
+_NEWEST_KEY = prebuilt(text("SELECT coalesce(max(key), 0) AS key FROM search_keys").columns(column("key", Integer)))
+_KEY_PENDING = prebuilt(text("INSERT OR IGNORE INTO search_keys(part_id, kind) SELECT part_id, kind FROM search_pending"))
+_KEY_KEYLESS = prebuilt(
+    text(
+        "INSERT OR IGNORE INTO search_keys(part_id, kind) "
+        "SELECT id, 0 FROM parts WHERE type IN ('text', 'reasoning') UNION ALL "
+        "SELECT part_id, 1 FROM tool_states UNION ALL SELECT part_id, 2 FROM tool_outputs"
     )
+)
+_INDEX_NEW_KEYS = prebuilt(
+    text("INSERT INTO search_index(rowid, body) SELECT key, body FROM search_documents WHERE key > :b_key")
+)
+_SETTLED = (
+    prebuilt(text("DELETE FROM search_stale")),
+    prebuilt(
+        text(
+            "UPDATE search_state SET "
+            + ", ".join(f"{t}_seen = (SELECT coalesce(max(rowid), 0) FROM {t})" for t in _TABLES)
+        )
+    ),
 )
 
 
@@ -59,15 +81,44 @@ def _fts_phrase(word: str) -> str:
     return '"' + word.replace('"', '""') + '"'
 
 
-def _sqlite_matches(words: list[str], pending: list[int]) -> tuple[Any, dict[str, Any]]:
-    """The FTS5 query, and the pending documents that match (``pending``: their keys, integers from the
-    database, so written into the statement)."""
+def index_pending(*, keyless: bool = False) -> Op:
+    """SQLite: put the pending documents into the FTS5 index, in the caller's write transaction: give each a
+    key, index the new keys' text, clear the stale list and raise the marks (migration 0005). ``keyless``:
+    every document without a key, wherever its row is (after a VACUUM). Nothing on a database without the
+    index (an engine at an older revision, which ``SessionStore(engine)`` allows). Returns whether it wrote."""
+    if (yield step(_HAS_INDEX, {}, fetch="first")) is None:
+        return False
+    if not keyless and (yield step(_ANY_PENDING, {}, fetch="first")) is None:
+        return False
+    newest = yield step(_NEWEST_KEY, {}, fetch="first")
+    yield step(_KEY_KEYLESS if keyless else _KEY_PENDING)  # new keys: above ``newest``
+    yield step(_INDEX_NEW_KEYS, {"b_key": newest.key})
+    for statement in _SETTLED:
+        yield step(statement)
+    return True
+
+
+_OPTIMIZE = prebuilt(text("INSERT INTO search_index(search_index) VALUES ('optimize')"))
+
+
+def optimize_index() -> Op:
+    """SQLite: merge FTS5's segments into one, which drops what deleted documents left (``gc``)."""
+    if (yield step(_HAS_INDEX, {}, fetch="first")) is not None:
+        yield step(_OPTIMIZE)
+
+
+def _sqlite_matches(words: list[str], pending: list[tuple[str, int]]) -> tuple[Any, dict[str, Any]]:
+    """The FTS5 query, and the pending documents that match (``pending``: (part, kind), one JSON parameter)."""
     match = literal_column("search_index").op("MATCH")(bindparam("b_match"))
     query = select(_KEYS.c.part_id, _KEYS.c.kind).select_from(_FTS.join(_KEYS, _KEYS.c.key == _FTS.c.rowid)).where(match)
+    params: dict[str, Any] = {"b_match": " ".join(_fts_phrase(w) for w in words)}
     if pending:
-        keys = literal_column("(" + ", ".join(str(int(key)) for key in pending) + ")")
-        query = union_all(query, select(_KEYS.c.part_id, _KEYS.c.kind).where(_KEYS.c.key.op("IN")(keys)))
-    return query, {"b_match": " ".join(_fts_phrase(w) for w in words)}
+        found = text(
+            "SELECT json_extract(value, '$[0]') AS part_id, json_extract(value, '$[1]') AS kind FROM json_each(:b_pending)"
+        ).columns(column("part_id"), column("kind", Integer)).subquery("pending")
+        query = union_all(query, select(found.c.part_id, found.c.kind))
+        params["b_pending"] = json.dumps(pending)
+    return query, params
 
 
 def _pg_matches(words: list[str]) -> tuple[Any, dict[str, Any]]:
@@ -121,7 +172,8 @@ def search(
         matches, params = _pg_matches(words)
     else:
         documents = yield step(_PENDING, {}, fetch="all")
-        matches, params = _sqlite_matches(words, [row.key for row in documents if text_matches(row.body, words)])
+        pending = [(row.part_id, row.kind) for row in documents if text_matches(row.body, words)]
+        matches, params = _sqlite_matches(words, pending)
     hits = matches.subquery("hits")
     statement = (
         select(

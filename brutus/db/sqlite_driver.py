@@ -22,7 +22,6 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Executable
 
 from ..codec import JSONText, dumps_json, loads_json
-from .search_index import maybe_index_pending
 
 __all__ = ["SQLiteDriver", "prebuilt", "sqlite_transaction"]
 
@@ -39,9 +38,8 @@ def sqlite_transaction(
     dbapi: Any, write: bool, committed: Callable[[], None], run: Callable[..., Any], *args: Any, cancelled: Any = None
 ) -> Any:
     """``run(*args)`` in a transaction of its own on the sqlite3 connection ``dbapi`` (``BEGIN IMMEDIATE`` for
-    a write): committed, or rolled back if it raises or ``cancelled`` (an event) is set by then; a write
-    indexes the pending search documents first when its batch is due (``search_index.maybe_index_pending``), and
-    after it, ``committed()`` (the store's checkpoint thread). A call of the sync store, and of the async
+    a write): committed, or rolled back if it raises or ``cancelled`` (an event) is set by then; after a
+    write, ``committed()`` (the store's checkpoint thread). A call of the sync store, and of the async
     store in aiosqlite's thread."""
     dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
     try:
@@ -49,8 +47,6 @@ def sqlite_transaction(
         if cancelled is not None and cancelled.is_set():
             dbapi.execute("ROLLBACK")
         else:
-            if write:
-                maybe_index_pending(dbapi)
             dbapi.execute("COMMIT")
     except BaseException:
         if dbapi.in_transaction:

@@ -10,8 +10,8 @@ Rules the rows keep:
   loading a pruned part never reads it. Token estimates are stored when a part is written.
 - ``transcripts`` / ``transcript_entries`` (``brutus.integrations``, 0003) keep an agent SDK's own records
   exactly, one row each, beside the session they are parsed into; deleting the session deletes them.
-- The full-text index (0004, ``brutus.db.search_ops``) is the database's own business: SQLite's FTS5 table and
-  the triggers feeding it, PostgreSQL's GIN expression indexes. They differ per backend, so they are not rows
+- The full-text index (0004, 0005, ``brutus.db.search_ops``) is the database's own business: SQLite's FTS5
+  table with its keys, marks and triggers, PostgreSQL's GIN expression indexes. They differ per backend, so they are not rows
   here: ``SEARCH_OBJECTS`` names them and ``include_object`` keeps them out of model/migration comparisons.
 
 Migrations (``migrations/versions``) create exactly this; a test compares them. ``create_all`` is for nothing.
@@ -277,6 +277,7 @@ SEARCH_OBJECTS = frozenset(
         # SQLite: the key table, the FTS5 table and its shadow tables (the view and triggers are not compared)
         "search_keys",
         "search_state",
+        "search_stale",
         "search_index",
         "search_index_data",
         "search_index_idx",
