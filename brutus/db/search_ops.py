@@ -49,7 +49,6 @@ DEFAULT_LIMIT = 50
 FIELDS = {0: "text", 1: "call", 2: "output"}
 _KEYS = table("search_keys", column("key", Integer), column("part_id"), column("kind", Integer))
 _FTS = table("search_index", column("rowid", Integer))
-_TABLES = ("parts", "tool_states", "tool_outputs")  # kinds 0, 1, 2, and their marks in ``search_state``
 # SQLite: the documents not in the FTS5 index yet (migration 0005), matched in Python
 _PENDING = prebuilt(text("SELECT part_id, kind, body FROM search_pending").columns(column("part_id"), column("kind", Integer), column("body")))
 _ANY_PENDING = prebuilt(text("SELECT 1 FROM search_pending LIMIT 1").columns(column("1")))
@@ -70,8 +69,9 @@ _SETTLED = (
     prebuilt(text("DELETE FROM search_stale")),
     prebuilt(
         text(
-            "UPDATE search_state SET "
-            + ", ".join(f"{t}_seen = (SELECT coalesce(max(rowid), 0) FROM {t})" for t in _TABLES)
+            "UPDATE search_state SET parts_seen = (SELECT coalesce(max(rowid), 0) FROM parts), "
+            "tool_states_seen = (SELECT coalesce(max(rowid), 0) FROM tool_states), "
+            "tool_outputs_seen = (SELECT coalesce(max(rowid), 0) FROM tool_outputs)"
         )
     ),
 )
