@@ -55,7 +55,7 @@ from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engi
 from .db.migrate import prepare_schema
 from .db.sqlite_driver import SQLiteDriver, sqlite_transaction
 from .db.statements import Op
-from .errors import DatabaseBusy, InvalidInput
+from .errors import DatabaseError, InvalidInput
 from .models import (
     CompactionConfig,
     CompactionRecord,
@@ -542,10 +542,10 @@ class AsyncSessionStore:
         SQLite, indexing what was written since first, as the sync store does)."""
         from .db.search_ops import index_pending, search
 
-        if self._fast is not None and not self.read_only:
+        if not self.read_only:
             try:
-                await self._run(index_pending())
-            except DatabaseBusy:
+                await self._run(index_pending(self.engine.dialect.name))
+            except DatabaseError:
                 pass
         return await self._run(
             search(

@@ -486,15 +486,15 @@ class SessionStore:
         """Full-text search over every session's whole history (turns before a compaction, summaries, pruned
         outputs), newest first: each hit names its session, message and part, with a snippet and whether the
         model still sees it. ``query`` is words, all of which must appear in one text (``brutus.search``).
-        On SQLite it first puts what was written since into the index (a short write transaction), unless the
-        store is read-only or another writer holds the database past the busy timeout: the search then reads
-        those documents itself."""
+        It first puts what was written since into the index (a write transaction of its own: writes leave the
+        index alone), unless the store is read-only or that fails (another writer holding a SQLite database
+        past the busy timeout): the search then reads those documents itself."""
         from .db.search_ops import index_pending, search
 
-        if self._fast is not None and not self.read_only:
+        if not self.read_only:
             try:
-                self._run(index_pending())
-            except DatabaseBusy:
+                self._run(index_pending(self.engine.dialect.name))
+            except DatabaseError:
                 pass
         return self._run(
             search(
@@ -522,7 +522,7 @@ class SessionStore:
         if self._fast is not None:  # SQLite's search index: what is pending first, so the sizes compare alike
             from .db.search_ops import index_pending
 
-            self._run(index_pending())
+            self._run(index_pending("sqlite"))
         with translate_errors():
             size_before = gc_ops.storage_bytes(self.engine)
         dropped = self._run(gc_ops.drop_pruned_outputs(before, dry_run=False))
@@ -533,7 +533,7 @@ class SessionStore:
         with translate_errors():
             gc_ops.vacuum(self.engine)
         if self._fast is not None:
-            self._run(index_pending(keyless=True))  # VACUUM may have renumbered the rows the marks count
+            self._run(index_pending("sqlite", keyless=True))  # VACUUM may have renumbered the rows the marks count
         with translate_errors():
             size_after = gc_ops.storage_bytes(self.engine)
         return dropped.model_copy(update={"vacuumed": True, "bytes_before": size_before, "bytes_after": size_after})

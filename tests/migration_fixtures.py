@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,15 @@ def plain_engine(url: str) -> Engine:
 
 def _tables(engine: Engine) -> MetaData:
     metadata = MetaData()
-    metadata.reflect(bind=engine, only=TABLE_ORDER)
+    with warnings.catch_warnings():  # PostgreSQL's search_xid (0005) is an xid8, a type SQLAlchemy does not know
+        warnings.filterwarnings("ignore", "Did not recognize type 'xid8'")
+        metadata.reflect(bind=engine, only=TABLE_ORDER)
     return metadata
+
+
+def _columns(table: Any) -> list[Any]:
+    """A table's columns but the search index's (``search_xid``: which transaction wrote the row)."""
+    return [column for column in table.columns if column.name != "search_xid"]
 
 
 def raw_rows(url: str) -> dict[str, list[dict[str, Any]]]:
@@ -61,7 +69,7 @@ def raw_rows(url: str) -> dict[str, list[dict[str, Any]]]:
         with engine.connect() as conn:
             for name in TABLE_ORDER:
                 table = metadata.tables[name]
-                rows = conn.execute(select(table).order_by(*table.primary_key.columns))
+                rows = conn.execute(select(*_columns(table)).order_by(*table.primary_key.columns))
                 out[name] = [dict(row._mapping) for row in rows]
         return out
     finally:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -46,7 +48,9 @@ def test_models_match_migrations(db_url: str) -> None:
     migrate.upgrade(engine)
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True, "include_object": include_object})
-        diff = compare_metadata(context, Base.metadata)
+        with warnings.catch_warnings():  # the search index's xid8 and pg_snapshot columns (0005), left out
+            warnings.filterwarnings("ignore", "Did not recognize type '(xid8|pg_snapshot)'")
+            diff = compare_metadata(context, Base.metadata)
     engine.dispose()
     assert diff == []
 

@@ -151,6 +151,47 @@ def _catch_up(url: str) -> None:
         writer.search("catchup")
 
 
+PG_FRESH = {  # each kind's vector as migration 0005 computes it
+    0: ("parts", "id", "coalesce(brutus_search_vector(data ->> 'text'), ''::tsvector)", "type IN ('text', 'reasoning')"),
+    1: ("tool_states", "part_id", "coalesce(brutus_search_vector(tool || ' ' || coalesce(title, '') || ' ' || "
+        "coalesce(error, '') || ' ' || coalesce(brutus_json_strings(input), '')), ''::tsvector)", "true"),
+    2: ("tool_outputs", "part_id", "coalesce(brutus_search_vector(output), ''::tsvector)", "true"),
+}
+
+
+def _pg_index_is_exact(url: str, *, catch_up: bool = False) -> None:
+    """PostgreSQL: every document not pending has its vector, exactly as computed now; no vector is left of a
+    row that is gone or no longer text. ``catch_up``: index what is pending first, and check nothing is left."""
+    if catch_up:
+        _catch_up(url)
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            if catch_up:
+                assert conn.execute(text("SELECT count(*) FROM search_pending")).scalar() == 0
+            for kind, (table, id_column, fresh, scope) in PG_FRESH.items():
+                pending = f"EXISTS (SELECT 1 FROM search_pending p WHERE p.part_id = d.{id_column} AND p.kind = {kind})"
+                wrong = conn.execute(text(
+                    f"SELECT count(*) FROM {table} d LEFT JOIN search_vectors v ON v.part_id = d.{id_column} "
+                    f"AND v.kind = {kind} WHERE {scope} AND NOT {pending} AND v.vector IS DISTINCT FROM {fresh}"
+                )).scalar()
+                assert wrong == 0, (table, wrong)
+                left = conn.execute(text(
+                    f"SELECT count(*) FROM search_vectors v WHERE v.kind = {kind} AND NOT EXISTS "
+                    f"(SELECT 1 FROM {table} d WHERE d.{id_column} = v.part_id AND {scope})"
+                )).scalar()
+                assert left == 0 or kind == 0, (table, left)  # a part no longer text: its hits are left out
+    finally:
+        engine.dispose()
+
+
+def _index_is_exact(url: str, *, catch_up: bool = False) -> None:
+    if url.startswith("postgresql"):
+        _pg_index_is_exact(url, catch_up=catch_up)
+    else:
+        _sqlite_index_is_exact(url, catch_up=catch_up)
+
+
 def _sqlite_index_is_exact(url: str, *, catch_up: bool = False) -> None:
     """SQLite: the FTS5 index holds exactly the documents a fresh build from the rows would (term, document,
     offset) for every key, every key names a row that exists, and every document either has a key or is
@@ -190,19 +231,19 @@ def _sqlite_index_is_exact(url: str, *, catch_up: bool = False) -> None:
 @pytest.mark.parametrize("searcher", ["writer", "reader"])
 def test_every_write_path_keeps_the_index_current(store: SessionStore, store_url: str, searcher: str) -> None:
     """Each write, then a search. ``writer``: the store's own search indexes what was written first;
-    ``reader``: a read-only store searches, which never indexes, and everything before the write was indexed
-    (on SQLite), so a changed or deleted document must have left FTS5 and be read from the rows."""
+    ``reader``: a read-only store searches, which never indexes, and everything before the write was indexed,
+    so a changed or deleted document must be read from the rows, not found by its old text."""
     reader = SessionStore.open(store_url, read_only=True)
 
     def search(query: str, **filters: Any) -> list[SearchHit]:
         if searcher == "writer":
             return store.search(query, **filters)
         hits = reader.search(query, **filters)
-        _sqlite_index_is_exact(store_url, catch_up=True)  # the next write changes indexed documents
+        _index_is_exact(store_url, catch_up=True)  # the next write changes indexed documents
         return hits
 
     session_id = build(store)
-    _sqlite_index_is_exact(store_url, catch_up=searcher == "reader")
+    _index_is_exact(store_url, catch_up=searcher == "reader")
     message = store.append_message(session_id, "assistant")
     part = store.append_part(message.id, {"type": "tool", "call_id": "c9", "tool": "bash", "state": {"status": "pending", "input": {"command": "make giraffe"}}})
     assert _brief(search("giraffe")) == [(message.id, "call", "bash", True, False, False)]
@@ -213,17 +254,17 @@ def test_every_write_path_keeps_the_index_current(store: SessionStore, store_url
     assert [h.field for h in search("giraffe built")] == ["call"]
     store.append_part(message.id, {"type": "reasoning", "text": "thinking of a pangolin"})
     assert [h.part_type for h in search("pangolin")] == ["reasoning"]
-    _sqlite_index_is_exact(store_url)
+    _index_is_exact(store_url)
 
     assert store.rewind(session_id, message.id) == 1
     assert search("okapi") == search("pangolin") == search("giraffe") == []
-    _sqlite_index_is_exact(store_url)
+    _index_is_exact(store_url)
 
     result = store.gc(T0 + DAY)  # drops the output pruned at T0 (before the boundary), keeps its call
     assert result.parts == 1
     assert _brief(search("zebra", session_id=session_id, tool="bash")) == [
         ("msg_06", "output", "bash", True, False, False), ("msg_02", "call", "bash", False, False, False)]
-    _sqlite_index_is_exact(store_url)  # after VACUUM every document is indexed or pending
+    _index_is_exact(store_url)  # after VACUUM every document is indexed or pending
 
     child = store.create_session(parent_id=session_id)
     store.append_messages(child.id, [_msg("msg_c1", "user", 3, [_text("a child zebra")])])
@@ -231,7 +272,7 @@ def test_every_write_path_keeps_the_index_current(store: SessionStore, store_url
     store.delete_session(session_id)
     assert search("zebra") == []
     reader.close()
-    _sqlite_index_is_exact(store_url, catch_up=True)
+    _index_is_exact(store_url, catch_up=True)
 
 
 def test_sqlite_writes_leave_the_index_alone_and_a_search_fills_it(tmp_path) -> None:
@@ -308,6 +349,36 @@ def test_a_search_while_another_writer_holds_the_database_reads_what_is_pending(
     db = sqlite3.connect(tmp_path / "busy.db")
     assert db.execute("SELECT count(*) FROM search_keys").fetchone() == (1,)
     db.close()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)  # SQLite has one writer at a time
+def test_postgresql_writes_leave_the_index_alone_and_a_writer_still_open_is_not_missed(store: SessionStore, store_url: str) -> None:
+    """PostgreSQL: a write computes no vector, a search indexes what was written since. A transaction still open
+    while a search indexes commits later, with a smaller transaction id than rows already indexed: the index
+    run's snapshot says it did not see it, so it is pending and found (a high-water mark would lose it)."""
+    engine = make_engine(store_url)
+    counts = lambda: engine.connect().execute(  # noqa: E731
+        text("SELECT (SELECT count(*) FROM search_vectors), (SELECT count(*) FROM search_pending)")).one()
+    session = store.create_session()
+    early = store.append_message(session.id, "user")
+    store.append_part(early.id, _text("an early ocelot"))
+    assert tuple(counts()) == (0, 1)
+    other_session = store.create_session()  # its own: the open batch holds its session's row
+    with SessionStore.open(store_url) as other:
+        with other.batch():  # open: its transaction id comes before the next write's
+            slow = other.append_message(other_session.id, "user")
+            other.append_part(slow.id, _text("a slow ocelot"))
+            fast = store.append_message(session.id, "user")
+            store.append_part(fast.id, _text("a fast ocelot"))
+            assert [h.message_id for h in store.search("ocelot")] == [fast.id, early.id]  # indexes both
+            assert tuple(counts()) == (2, 0)  # the open one is not visible yet
+        assert tuple(counts()) == (2, 1)  # committed: pending
+        with SessionStore.open(store_url, read_only=True) as reader:
+            assert [h.message_id for h in reader.search("slow ocelot")] == [slow.id]
+        assert [h.message_id for h in store.search("ocelot")] == [fast.id, slow.id, early.id]
+    assert tuple(counts()) == (3, 0)
+    engine.dispose()
+    _pg_index_is_exact(store_url)
 
 
 def test_huge_and_hostile_text_is_indexed_up_to_the_limit(store: SessionStore) -> None:
@@ -442,7 +513,7 @@ def test_0004_backfills_a_0003_database_and_downgrades(db_url: str) -> None:
     with SessionStore.open(db_url) as store:  # upgrades to head: the index is built from the rows
         assert len(store.search("zebra")) == 6
         assert [h.message_id for h in store.search("chased")] == ["msg_04"]
-    _sqlite_index_is_exact(db_url)
+    _index_is_exact(db_url)
     assert _search_objects(db_url)
 
     engine = make_engine(db_url)
@@ -457,13 +528,13 @@ def test_0004_backfills_a_0003_database_and_downgrades(db_url: str) -> None:
     with SessionStore.open(db_url) as store:
         assert [h.message_id for h in store.search("wombat")] == [message.id]
         assert len(store.search("zebra")) == 6
-    _sqlite_index_is_exact(db_url)
+    _index_is_exact(db_url)
     if db_url.startswith("postgresql"):
         engine = make_engine(db_url)
         with engine.connect() as conn:
-            names = {ix["name"] for ix in inspect(conn).get_indexes("tool_outputs")}
+            names = {ix["name"] for ix in inspect(conn).get_indexes("search_vectors")}
         engine.dispose()
-        assert "ix_tool_outputs_search" in names
+        assert "ix_search_vectors" in names
 
 
 def test_0005_takes_a_0004_index_as_it_is_and_downgrades_to_one(tmp_path) -> None:

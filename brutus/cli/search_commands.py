@@ -51,7 +51,7 @@ def search(
     """Find QUERY's words in every session: turns before a compaction, summaries and pruned outputs included.
 
     Every word must appear in the same text (a message's text, a tool call or a tool output); newest first."""
-    with open_store(db, read_only=True, create=False) as store:
+    with open_store(db, create=False) as store:  # writable: a search indexes what was written since
         hits = store.search(query, session_id=session_id, role=role, tool=tool, since=since, limit=limit)
     if as_json:
         print_json([hit.model_dump(mode="json") for hit in hits])

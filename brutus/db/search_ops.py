@@ -1,15 +1,17 @@
 """The search query: the index finds the matching documents, the rows say where they are, the snippets are cut
-from the stored text (``brutus.search`` holds the rules; migration 0004 the index).
+from the stored text (``brutus.search`` holds the rules; migrations 0004 and 0005 the index).
 
 - SQLite: one FTS5 ``MATCH`` on ``search_index``; ``search_keys`` maps its rowids to (part, kind). Each word
   goes in as an FTS5 string (``"…"``, quotes doubled), so the user's text is never FTS5 syntax.
-- SQLite's index is filled off the write path (migration 0005): ``index_pending`` puts every document written
-  since into it, in one write transaction, which a store runs before each search and ``gc`` after its VACUUM
-  (``keyless=True``: every document without a key, as VACUUM may renumber rows). The documents still pending
-  when the query runs (a read-only store, or writes since) are read from the view ``search_pending`` and
-  matched here with the same tokens (``brutus.search.matches``), so a search sees every committed write.
-- PostgreSQL: each table's GIN expression index answers ``@@`` a tsquery built from the words with
-  ``phraseto_tsquery`` (text in, never query syntax), combined with ``&&``; the three results are a UNION ALL.
+  After its VACUUM, ``gc`` indexes every document without a key (``keyless=True``), as VACUUM may renumber
+  the rows the marks count.
+- PostgreSQL: the GIN index of ``search_vectors`` answers ``@@`` a tsquery built from the words with
+  ``phraseto_tsquery`` (text in, never query syntax), combined with ``&&``.
+- Both indexes are filled off the write path (migration 0005): ``index_pending`` puts every document written
+  since into one, in a write transaction, which a store runs before each search (and ``gc``). The documents
+  still pending when the query runs (a read-only store, or writes since) are read from the view
+  ``search_pending`` and matched here with the same tokens (``brutus.search.matches``), so a search sees every
+  committed write; on PostgreSQL their older vectors, if any, are left out.
 
 Hits come newest first (message time, then message, position and kind), at most ``limit``, then one primary-key
 read per hit for its text. Kinds: 0 a part's text, 1 a tool call, 2 a tool output.
@@ -41,7 +43,6 @@ from .convert import text_out
 from .sqlite_driver import prebuilt
 from .ops import check_id
 from .statements import SESSION_ID, M, O, Op, P, S, T, step
-from .tables import PG_SEARCH_DOCUMENTS
 
 __all__ = ["DEFAULT_LIMIT", "index_pending", "optimize_index", "search"]
 
@@ -49,10 +50,18 @@ DEFAULT_LIMIT = 50
 FIELDS = {0: "text", 1: "call", 2: "output"}
 _KEYS = table("search_keys", column("key", Integer), column("part_id"), column("kind", Integer))
 _FTS = table("search_index", column("rowid", Integer))
-# SQLite: the documents not in the FTS5 index yet (migration 0005), matched in Python
-_PENDING = prebuilt(text("SELECT part_id, kind, body FROM search_pending").columns(column("part_id"), column("kind", Integer), column("body")))
+_VECTORS = table("search_vectors", column("part_id"), column("kind", Integer), column("vector"))
+# the documents not in the index yet (migration 0005), matched in Python by a search that could not index them
+_PENDING = prebuilt(
+    text("SELECT part_id, kind, body FROM search_pending").columns(column("part_id"), column("kind", Integer), column("body"))
+)
 _ANY_PENDING = prebuilt(text("SELECT 1 FROM search_pending LIMIT 1").columns(column("1")))
-_HAS_INDEX = prebuilt(text("SELECT 1 FROM sqlite_master WHERE name = 'search_pending'").columns(column("1")))
+_HAS_INDEX = {
+    "sqlite": prebuilt(text("SELECT 1 FROM sqlite_master WHERE name = 'search_pending'").columns(column("1"))),
+    "postgresql": prebuilt(text("SELECT 1 FROM pg_class WHERE relname = 'search_pending'").columns(column("1"))),
+}
+
+# SQLite: keys for the pending documents, their text into FTS5, then nothing stale and the marks raised
 _NEWEST_KEY = prebuilt(text("SELECT coalesce(max(key), 0) AS key FROM search_keys").columns(column("key", Integer)))
 _KEY_PENDING = prebuilt(text("INSERT OR IGNORE INTO search_keys(part_id, kind) SELECT part_id, kind FROM search_pending"))
 _KEY_KEYLESS = prebuilt(
@@ -65,7 +74,7 @@ _KEY_KEYLESS = prebuilt(
 _INDEX_NEW_KEYS = prebuilt(
     text("INSERT INTO search_index(rowid, body) SELECT key, body FROM search_documents WHERE key > :b_key")
 )
-_SETTLED = (
+_SQLITE_SETTLED = (
     prebuilt(text("DELETE FROM search_stale")),
     prebuilt(
         text(
@@ -75,69 +84,126 @@ _SETTLED = (
         )
     ),
 )
+_OPTIMIZE = prebuilt(text("INSERT INTO search_index(search_index) VALUES ('optimize')"))
+
+# PostgreSQL: the state row held (index runs take turns), a snapshot, the vectors of the rows pending against
+# the last snapshot upserted, the new snapshot stored
+_PG_HOLD = prebuilt(text("SELECT 1 FROM search_state FOR UPDATE").columns(column("1")))
+_PG_SNAPSHOT = prebuilt(text("SELECT CAST(pg_current_snapshot() AS text) AS snapshot").columns(column("snapshot")))
+# (a row is pending when its transaction is not visible in the snapshot the last index run took)
+_PG_UPSERTS = (
+    prebuilt(
+        text(
+            "INSERT INTO search_vectors (part_id, kind, vector) "
+            "SELECT id, 0, coalesce(brutus_search_vector(data ->> 'text'), ''::tsvector) FROM parts "
+            "WHERE type IN ('text', 'reasoning') AND search_xid >= (SELECT pg_snapshot_xmin(indexed) FROM search_state) "
+            "AND NOT pg_visible_in_snapshot(search_xid, (SELECT indexed FROM search_state))"
+            " ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector"
+        )
+    ),
+    prebuilt(
+        text(
+            "INSERT INTO search_vectors (part_id, kind, vector) "
+            "SELECT part_id, 1, coalesce(brutus_search_vector(tool || ' ' || coalesce(title, '') || ' ' || "
+            "coalesce(error, '') || ' ' || coalesce(brutus_json_strings(input), '')), ''::tsvector) FROM tool_states "
+            "WHERE search_xid >= (SELECT pg_snapshot_xmin(indexed) FROM search_state) "
+            "AND NOT pg_visible_in_snapshot(search_xid, (SELECT indexed FROM search_state))"
+            " ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector"
+        )
+    ),
+    prebuilt(
+        text(
+            "INSERT INTO search_vectors (part_id, kind, vector) "
+            "SELECT part_id, 2, coalesce(brutus_search_vector(output), ''::tsvector) FROM tool_outputs "
+            "WHERE search_xid >= (SELECT pg_snapshot_xmin(indexed) FROM search_state) "
+            "AND NOT pg_visible_in_snapshot(search_xid, (SELECT indexed FROM search_state))"
+            " ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector"
+        )
+    ),
+)
+_PG_SETTLED = prebuilt(text("UPDATE search_state SET indexed = CAST(:b_snapshot AS pg_snapshot)"))
 
 
 def _fts_phrase(word: str) -> str:
     return '"' + word.replace('"', '""') + '"'
 
 
-def index_pending(*, keyless: bool = False) -> Op:
-    """SQLite: put the pending documents into the FTS5 index, in the caller's write transaction: give each a
-    key, index the new keys' text, clear the stale list and raise the marks (migration 0005). ``keyless``:
-    every document without a key, wherever its row is (after a VACUUM). Nothing on a database without the
-    index (an engine at an older revision, which ``SessionStore(engine)`` allows). Returns whether it wrote."""
-    if (yield step(_HAS_INDEX, {}, fetch="first")) is None:
+def index_pending(dialect: str, *, keyless: bool = False) -> Op:
+    """Put the pending documents into the index, in the caller's write transaction (migration 0005 has the
+    rules). SQLite: give each a key, index the new keys' text, clear the stale list and raise the marks;
+    ``keyless``: every document without a key, wherever its row is (after a VACUUM). PostgreSQL: upsert the
+    vectors of the rows written since the last run's snapshot, and store this run's. Nothing on a database
+    without the index (an engine at an older revision, which ``SessionStore(engine)`` allows). Returns
+    whether anything was pending."""
+    if (yield step(_HAS_INDEX[dialect], {}, fetch="first")) is None:
         return False
+    if dialect == "postgresql":
+        yield step(_PG_HOLD, {}, fetch="first")
     if not keyless and (yield step(_ANY_PENDING, {}, fetch="first")) is None:
         return False
+    if dialect == "postgresql":
+        snapshot = yield step(_PG_SNAPSHOT, {}, fetch="first")  # before reading: what it sees is indexed
+        for statement in _PG_UPSERTS:
+            yield step(statement)
+        yield step(_PG_SETTLED, {"b_snapshot": snapshot.snapshot})
+        return True
     newest = yield step(_NEWEST_KEY, {}, fetch="first")
     yield step(_KEY_KEYLESS if keyless else _KEY_PENDING)  # new keys: above ``newest``
     yield step(_INDEX_NEW_KEYS, {"b_key": newest.key})
-    for statement in _SETTLED:
+    for statement in _SQLITE_SETTLED:
         yield step(statement)
     return True
 
 
-_OPTIMIZE = prebuilt(text("INSERT INTO search_index(search_index) VALUES ('optimize')"))
-
-
 def optimize_index() -> Op:
     """SQLite: merge FTS5's segments into one, which drops what deleted documents left (``gc``)."""
-    if (yield step(_HAS_INDEX, {}, fetch="first")) is not None:
+    if (yield step(_HAS_INDEX["sqlite"], {}, fetch="first")) is not None:
         yield step(_OPTIMIZE)
 
 
-def _sqlite_matches(words: list[str], pending: list[tuple[str, int]]) -> tuple[Any, dict[str, Any]]:
-    """The FTS5 query, and the pending documents that match (``pending``: (part, kind), one JSON parameter)."""
+def _sqlite_matches(words: list[str], found: list[tuple[str, int]]) -> tuple[Any, dict[str, Any]]:
+    """The FTS5 query, and the pending documents that match (``found``: (part, kind), one JSON parameter; a
+    pending document is not in FTS5)."""
     match = literal_column("search_index").op("MATCH")(bindparam("b_match"))
     query = select(_KEYS.c.part_id, _KEYS.c.kind).select_from(_FTS.join(_KEYS, _KEYS.c.key == _FTS.c.rowid)).where(match)
     params: dict[str, Any] = {"b_match": " ".join(_fts_phrase(w) for w in words)}
-    if pending:
-        found = text(
-            "SELECT json_extract(value, '$[0]') AS part_id, json_extract(value, '$[1]') AS kind FROM json_each(:b_pending)"
-        ).columns(column("part_id"), column("kind", Integer)).subquery("pending")
-        query = union_all(query, select(found.c.part_id, found.c.kind))
-        params["b_pending"] = json.dumps(pending)
+    if found:
+        listed = text(
+            "SELECT json_extract(value, '$[0]') AS part_id, json_extract(value, '$[1]') AS kind FROM json_each(:b_found)"
+        ).columns(column("part_id"), column("kind", Integer)).subquery("found")
+        query = union_all(query, select(listed.c.part_id, listed.c.kind))
+        params["b_found"] = json.dumps(found)
     return query, params
 
 
-def _pg_matches(words: list[str]) -> tuple[Any, dict[str, Any]]:
+def _pg_matches(words: list[str], found: list[tuple[str, int]], pending: list[tuple[str, int]]) -> tuple[Any, dict[str, Any]]:
+    """The GIN query, less the pending documents (their vectors, if any, are of an older text), and the pending
+    documents that match."""
     simple = literal_column("'simple'::regconfig")
-    tsquery = None
+    tsquery: Any = None
     for index in range(len(words)):
-        # the same punctuation rule as the indexed text (tables.PG_SEARCH_DOCUMENTS)
+        # the same punctuation rule as the indexed text (brutus_search_vector, migration 0004)
         word = func.regexp_replace(bindparam(f"b_w{index}"), "[[:punct:]]+", " ", "g")
         phrase = func.phraseto_tsquery(simple, word)
         tsquery = phrase if tsquery is None else tsquery.op("&&")(phrase)
-    ids = {0: P.c.id, 1: T.c.part_id, 2: O.c.part_id}
-    selects = []
-    for kind, (_, document) in PG_SEARCH_DOCUMENTS.items():
-        # only the GIN index here: a part-type condition would let the planner prefer the type index and
-        # compute the tsvector of every text part (the caller checks the type instead)
-        selects.append(
-            select(ids[kind].label("part_id"), literal(kind).label("kind")).where(literal_column(document).op("@@")(tsquery))
+    query: Any = select(_VECTORS.c.part_id, _VECTORS.c.kind).where(_VECTORS.c.vector.op("@@")(tsquery))
+    params: dict[str, Any] = {f"b_w{i}": w for i, w in enumerate(words)}
+    if pending:
+        query = query.where(
+            text(
+                "NOT EXISTS (SELECT 1 FROM jsonb_array_elements(CAST(:b_pending AS jsonb)) AS e "
+                "WHERE e ->> 0 = search_vectors.part_id AND CAST(e ->> 1 AS integer) = search_vectors.kind)"
+            )
         )
-    return union_all(*selects), {f"b_w{i}": w for i, w in enumerate(words)}
+        params["b_pending"] = json.dumps(pending)
+    if found:
+        listed = text(
+            "SELECT e ->> 0 AS part_id, CAST(e ->> 1 AS integer) AS kind "
+            "FROM jsonb_array_elements(CAST(:b_found AS jsonb)) AS e"
+        ).columns(column("part_id"), column("kind", Integer)).subquery("found")
+        query = union_all(query, select(listed.c.part_id, listed.c.kind))
+        params["b_found"] = json.dumps(found)
+    return query, params
 
 
 def search(
@@ -168,12 +234,12 @@ def search(
         if found is None:
             raise NotFound("session", session_id)
 
+    documents = yield step(_PENDING, {}, fetch="all")
+    found = [(row.part_id, row.kind) for row in documents if text_matches(row.body, words)]
     if dialect == "postgresql":
-        matches, params = _pg_matches(words)
+        matches, params = _pg_matches(words, found, [(row.part_id, row.kind) for row in documents])
     else:
-        documents = yield step(_PENDING, {}, fetch="all")
-        pending = [(row.part_id, row.kind) for row in documents if text_matches(row.body, words)]
-        matches, params = _sqlite_matches(words, pending)
+        matches, params = _sqlite_matches(words, found)
     hits = matches.subquery("hits")
     statement = (
         select(

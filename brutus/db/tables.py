@@ -11,7 +11,8 @@ Rules the rows keep:
 - ``transcripts`` / ``transcript_entries`` (``brutus.integrations``, 0003) keep an agent SDK's own records
   exactly, one row each, beside the session they are parsed into; deleting the session deletes them.
 - The full-text index (0004, 0005, ``brutus.db.search_ops``) is the database's own business: SQLite's FTS5
-  table with its keys, marks and triggers, PostgreSQL's GIN expression indexes. They differ per backend, so they are not rows
+  table with its keys, marks and triggers, PostgreSQL's vector table with its GIN index and each row's
+  ``search_xid``. They differ per backend, so they are not rows
   here: ``SEARCH_OBJECTS`` names them and ``include_object`` keeps them out of model/migration comparisons.
 
 Migrations (``migrations/versions``) create exactly this; a test compares them. ``create_all`` is for nothing.
@@ -40,7 +41,6 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 __all__ = [
     "Base",
     "CompactionRow",
-    "PG_SEARCH_DOCUMENTS",
     "SEARCH_OBJECTS",
     "SEARCH_TEXT_LIMIT",
     "MessageRow",
@@ -252,29 +252,10 @@ WHERE t.compacted_at IS NOT NULL
 
 SEARCH_TEXT_LIMIT = 200_000  # characters of each text a document reads (PostgreSQL refuses a tsvector > 1 MB)
 
-# PostgreSQL: the documents as the GIN indexes' expressions (a query names the same expression to use one).
-# Kind 0 a text or reasoning part's text, 1 a tool call (name, title, error, input strings), 2 a tool output.
-# Punctuation becomes a space before PostgreSQL's parser sees the text, so words split as FTS5's do.
-# (``brutus_search_vector``, made by 0004, also tells the planner a vector is expensive to compute.)
-def _pg_document(text: str) -> str:
-    return f"brutus_search_vector({text})"
-
-
-PG_SEARCH_DOCUMENTS = {
-    0: ("parts", _pg_document("parts.data ->> 'text'")),
-    1: (
-        "tool_states",
-        _pg_document(
-            "tool_states.tool || ' ' || coalesce(tool_states.title, '') || ' ' || coalesce(tool_states.error, '') "
-            "|| ' ' || coalesce(brutus_json_strings(tool_states.input), '')"
-        ),
-    ),
-    2: ("tool_outputs", _pg_document("tool_outputs.output")),
-}
-
 SEARCH_OBJECTS = frozenset(
     {
-        # SQLite: the key table, the FTS5 table and its shadow tables (the view and triggers are not compared)
+        # SQLite: the key table, the marks, the stale list, the FTS5 table and its shadow tables (the views and
+        # triggers are not compared)
         "search_keys",
         "search_state",
         "search_stale",
@@ -283,10 +264,13 @@ SEARCH_OBJECTS = frozenset(
         "search_index_idx",
         "search_index_docsize",
         "search_index_config",
-        # PostgreSQL: the GIN expression indexes
-        "ix_parts_search",
-        "ix_tool_states_search",
-        "ix_tool_outputs_search",
+        # PostgreSQL: the vectors and their GIN index, the rows' writing transaction and its indexes
+        "search_vectors",
+        "ix_search_vectors",
+        "search_xid",
+        "ix_parts_search_xid",
+        "ix_tool_states_search_xid",
+        "ix_tool_outputs_search_xid",
     }
 )
 
