@@ -63,7 +63,8 @@ def make_async_engine(url: str, *, create: bool = True, read_only: bool = False,
         raise InvalidInput(f"the async driver for {backend} is not installed ({exc}); pip install 'brutus[async]'") from None
     if backend == "sqlite":
         sqlite_events(engine.sync_engine, read_only=read_only)
-        _SQLITE_ENGINES[engine.sync_engine] = make_engine(sync_url(url), create=create, read_only=read_only, **kwargs)
+        twin = make_engine(sync_url(url), create=create, read_only=read_only, **kwargs)  # the store's connections
+        _SQLITE_ENGINES[engine.sync_engine] = twin
     _CONFIGURED.add(engine.sync_engine)
     return engine
 
