@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-import brutus.async_store
 from brutus import AsyncSessionStore, DatabaseError, InvalidInput
 from brutus.async_store import _end_sqlite
 from brutus.db.async_sqlite import SQLiteThread

@@ -19,7 +19,8 @@ How a call runs (``store.append_message(...)``, say), from the top:
    sync store, PostgreSQL    SQLAlchemy Core on a pooled connection, ``brutus.store.drive``
    async store, SQLite       the same ``SQLiteDriver`` and ``sqlite_transaction`` on a sqlite3 connection in a
                              thread of brutus's own, one trip per call, the event loop awaiting its result
-                             (``async_sqlite.py``: the threads, kept between calls); no aiosqlite
+                             (``async_sqlite.py``: the threads, kept between calls; aiosqlite is only the
+                             dialect of the ``AsyncEngine`` the store is handed, no call goes through it)
    async store, PostgreSQL   SQLAlchemy's asyncio engine on psycopg; ``AsyncConnection.run_sync`` drives the
                              operation in one greenlet
    ``store.batch()``         any of the above, with one transaction over the calls inside it
