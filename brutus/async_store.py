@@ -5,10 +5,10 @@ Rules it keeps (the sync store's, see ``brutus.store``):
 - It runs the operations of ``brutus.db.ops``, the very generators ``SessionStore`` runs, on an
   ``AsyncConnection``: each call is one transaction, ``async with store.batch():`` makes several calls one.
   Each method only builds its operation and awaits ``_run``; a new operation is one such method.
-- Nothing blocks the event loop: statements go through aiosqlite's worker thread (all of a call's at once,
-  with the sync store's compiled statements, and a call of its own with its BEGIN and COMMIT, on aiosqlite
-  connections kept between calls: ``brutus.db.async_sqlite``) or psycopg's async connection, and ``open``
-  migrates the schema in a worker thread.
+- Nothing blocks the event loop: on SQLite a call runs on a sqlite3 connection in a thread of brutus's own
+  (all of its statements at once, with the sync store's compiled statements, and a call of its own with its
+  BEGIN and COMMIT; connections kept between calls: ``brutus.db.async_sqlite``), on PostgreSQL on psycopg's
+  async connection; ``open`` migrates the schema in a worker thread.
 - Write transactions take the write lock up front (``BEGIN IMMEDIATE`` on SQLite), as in the sync store; a
   batch on SQLite takes it in its first call's trip, before that call's first statement.
 - SQLAlchemy and driver errors are translated into ``brutus.errors`` by the sync store's ``translate_errors``.
@@ -47,8 +47,8 @@ _require_extra()
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine  # noqa: E402
 
 from .db import edit_ops, history_ops, ops
-from .db.async_engine import make_async_engine, sync_url
-from .db.async_sqlite import DriverConnections
+from .db.async_engine import make_async_engine, sqlite_engine, sync_url
+from .db.async_sqlite import SQLiteConnections, SQLiteThread
 from .db.checkpoint import Checkpointer
 from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
@@ -84,11 +84,11 @@ __all__ = ["AsyncSessionStore"]
 
 @dataclass(eq=False)
 class _Batch:
-    """An open ``batch()``: its aiosqlite connection (SQLite) or SQLAlchemy connection, and the lock its calls
+    """An open ``batch()``: its SQLite connection's thread or SQLAlchemy connection, and the lock its calls
     take turns with."""
 
     connection: AsyncConnection | None = None
-    driver: Any = None
+    worker: SQLiteThread | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     open: bool = True
     begun: bool = False  # SQLite: a call was sent, so its trip began the transaction
@@ -96,7 +96,7 @@ class _Batch:
 
 def _end_sqlite(conn: Any, commit: bool) -> None:
     """COMMIT (or ROLLBACK) the transaction open on the sqlite3 connection ``conn``, if any; a COMMIT that
-    fails is rolled back. Runs in aiosqlite's thread."""
+    fails is rolled back. Runs in the connection's thread."""
     if not conn.in_transaction:
         return
     try:
@@ -131,14 +131,16 @@ class AsyncSessionStore:
         self.url = url or engine.url.render_as_string(hide_password=True)
         self.clock = clock
         self._batch: ContextVar[_Batch | None] = ContextVar(f"brutus_async_batch_{id(self)}", default=None)
-        # SQLite: operations run in aiosqlite's thread on its sqlite3 connection (see ``_drive_sqlite``)
-        self._fast = SQLiteDriver(engine.sync_engine.dialect) if engine.dialect.name == "sqlite" else None
+        # SQLite: operations run on sqlite3 connections of the sync engine built beside ``engine``, each in a
+        # thread of its own (see ``_drive_sqlite``)
+        sqlite = sqlite_engine(engine) if engine.dialect.name == "sqlite" else None
+        self._fast = SQLiteDriver(sqlite.dialect) if sqlite is not None else None
         # SQLite: WAL checkpoints in a thread of their own, after commits (see db/checkpoint.py)
         self._checkpointer = Checkpointer(engine.url.database or "") if self._fast is not None else None
         if self._checkpointer is not None:  # a store dropped without close() stops its thread too
             weakref.finalize(self, self._checkpointer.close, 0.0)
-        # SQLite: aiosqlite connections kept between calls (see db/async_sqlite.py)
-        self._drivers = DriverConnections(engine) if self._fast is not None else None
+        # SQLite: those connections, kept between calls (see db/async_sqlite.py)
+        self._workers = SQLiteConnections(sqlite) if sqlite is not None else None
 
     @classmethod
     async def open(
@@ -164,8 +166,8 @@ class AsyncSessionStore:
         return cls(engine, url=redact(url), clock=clock, read_only=read_only)
 
     async def close(self) -> None:
-        if self._drivers is not None:
-            await self._drivers.close()
+        if self._workers is not None:
+            await self._workers.close()
         await self.engine.dispose()
         if self._checkpointer is not None:
             await asyncio.to_thread(self._checkpointer.close)  # may wait for a checkpoint under way
@@ -181,50 +183,38 @@ class AsyncSessionStore:
     # -- running operations ---------------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def _connection(self, write: bool) -> AsyncIterator[AsyncConnection]:
-        """A SQLAlchemy connection inside a transaction of its own, committed on success (PostgreSQL, and SQLite
-        when aiosqlite cannot be driven directly)."""
+    async def _pg_transaction(self, write: bool) -> AsyncIterator[AsyncConnection]:
+        """PostgreSQL: a SQLAlchemy connection inside a transaction of its own, committed on success."""
         with translate_errors():
             async with self.engine.connect() as connection:
                 if write:
                     await connection.execution_options(**WRITE)
                 async with connection.begin():
                     yield connection
-        if write and self._checkpointer is not None:
-            self._checkpointer.committed()
-
-    async def _take_driver(self) -> Any:
-        """SQLite: a kept aiosqlite connection (see ``DriverConnections``); None on PostgreSQL, or when the
-        driver cannot be driven directly."""
-        if self._drivers is None:
-            return None
-        with translate_errors():
-            return await self._drivers.take()
 
     async def _run(self, op: Op, *, write: bool = True) -> Any:
         batch = self._batch.get()
         if batch is not None and batch.open:
             async with batch.lock:
-                if batch.driver is not None:  # the whole operation in one trip to aiosqlite's thread
+                if batch.worker is not None:  # the whole operation in one trip to the connection's thread
                     batch.begun = True  # before the trip: the thread begins even if this call is cancelled
                     with translate_errors():
-                        return await batch.driver._execute(self._drive_in_batch, batch.driver, op)
+                        return await batch.worker.call(self._drive_in_batch, op)
                 return await self._drive_async(batch.connection, op)
-        driver = await self._take_driver()
-        if driver is not None:
-            # SQLite, a call with its own transaction: BEGIN, the operation and COMMIT in one trip to aiosqlite's
-            # thread (through SQLAlchemy's BEGIN and COMMIT it took five more)
-            cancelled = threading.Event()
-            try:
-                with translate_errors():
-                    return await driver._execute(self._transaction_sqlite, driver, op, write, cancelled)
-            except asyncio.CancelledError:
-                cancelled.set()  # the thread rolls back what it has not committed yet
-                raise
-            finally:
-                await self._drivers.give_back(driver)  # type: ignore[union-attr]
-        async with self._connection(write) as connection:
-            return await self._drive_async(connection, op)
+        if self._workers is None:
+            async with self._pg_transaction(write) as connection:
+                return await self._drive_async(connection, op)
+        # SQLite, a call with its own transaction: BEGIN, the operation and COMMIT in one trip to the thread
+        worker = self._workers.take()
+        cancelled = threading.Event()
+        try:
+            with translate_errors():
+                return await worker.call(self._transaction_sqlite, op, write, cancelled)
+        except asyncio.CancelledError:
+            cancelled.set()  # the thread rolls back what it has not committed yet
+            raise
+        finally:
+            await self._workers.give_back(worker)
 
     async def _drive_async(self, connection: Any, op: Op) -> Any:
         """Run ``op`` statement by statement on a SQLAlchemy ``AsyncConnection``: the sync store's loop in one
@@ -232,25 +222,25 @@ class AsyncSessionStore:
         with translate_errors():
             return await connection.run_sync(drive, op)
 
-    def _transaction_sqlite(self, driver: Any, op: Op, write: bool, cancelled: threading.Event) -> Any:
-        """``op`` in a transaction of its own on ``driver``'s sqlite3 connection, in aiosqlite's worker thread
-        (as the sync store runs a call): committed, or rolled back if it raises or its caller was cancelled."""
+    def _transaction_sqlite(self, conn: Any, op: Op, write: bool, cancelled: threading.Event) -> Any:
+        """``op`` in a transaction of its own on the sqlite3 connection ``conn``, in its thread (as the sync
+        store runs a call): committed, or rolled back if it raises or its caller was cancelled."""
         committed = self._checkpointer.committed  # type: ignore[union-attr]
-        return sqlite_transaction(driver._conn, write, committed, self._drive_sqlite, driver, op, cancelled=cancelled)
+        return sqlite_transaction(conn, write, committed, self._drive_sqlite, conn, op, cancelled=cancelled)
 
-    def _drive_in_batch(self, driver: Any, op: Op) -> Any:
-        """``op`` inside a batch, in aiosqlite's thread: the batch's first call begins its transaction
+    def _drive_in_batch(self, conn: Any, op: Op) -> Any:
+        """``op`` inside a batch, in the connection's thread: the batch's first call begins its transaction
         (``BEGIN IMMEDIATE``, the write lock before any statement), in the same trip."""
-        if not driver._conn.in_transaction:
-            driver._conn.execute("BEGIN IMMEDIATE")
-        return self._drive_sqlite(driver, op)
+        if not conn.in_transaction:
+            conn.execute("BEGIN IMMEDIATE")
+        return self._drive_sqlite(conn, op)
 
-    def _drive_sqlite(self, driver: Any, op: Op) -> Any:
-        """Run ``op`` on the sqlite3 connection of ``driver``, in aiosqlite's worker thread, as the sync store
-        does (compiled-once statements, ``brutus.db.sqlite_driver``): one thread hop per call instead of several per
-        statement. The transaction is the caller's: ``_transaction_sqlite``'s for a call of its own, the
-        batch's inside a batch."""
-        return self._fast.run(driver._conn, op)  # type: ignore[union-attr]
+    def _drive_sqlite(self, conn: Any, op: Op) -> Any:
+        """Run ``op`` on the sqlite3 connection ``conn``, in its thread, as the sync store does (compiled-once
+        statements, ``brutus.db.sqlite_driver``): one thread hop per call instead of several per statement.
+        The transaction is the caller's: ``_transaction_sqlite``'s for a call of its own, the batch's inside a
+        batch."""
+        return self._fast.run(conn, op)  # type: ignore[union-attr]
 
     @asynccontextmanager
     async def batch(self) -> AsyncIterator[AsyncSessionStore]:
@@ -259,28 +249,28 @@ class AsyncSessionStore:
         if current is not None and current.open:
             yield self
             return
-        driver = await self._take_driver()
-        if driver is None:
-            async with self._connection(write=True) as connection, self._batch_open(_Batch(connection)):
+        if self._workers is None:
+            async with self._pg_transaction(write=True) as connection, self._batch_open(_Batch(connection)):
                 yield self
             return
-        # SQLite: each call inside is a trip to aiosqlite's thread, the first with the BEGIN IMMEDIATE, and the
-        # COMMIT one more (a batch without calls costs none)
-        batch, committed = _Batch(driver=driver), False
+        # SQLite: each call inside is a trip to the connection's thread, the first with the BEGIN IMMEDIATE, and
+        # the COMMIT one more (a batch without calls costs none)
+        worker = self._workers.take()
+        batch, committed = _Batch(worker=worker), False
         try:
             with translate_errors():
                 async with self._batch_open(batch):
                     yield self
                 if batch.begun:
-                    await driver._execute(_end_sqlite, driver._conn, True)
+                    await worker.call(_end_sqlite, True)
             committed = True
         finally:
             try:
                 if batch.begun and not committed:  # also after a cancelled call, which the thread completes
                     with translate_errors():
-                        await driver._execute(_end_sqlite, driver._conn, False)
+                        await worker.call(_end_sqlite, False)
             finally:
-                await self._drivers.give_back(driver)  # type: ignore[union-attr]
+                await self._workers.give_back(worker)
         if batch.begun:
             self._checkpointer.committed()  # type: ignore[union-attr]
 

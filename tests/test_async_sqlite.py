@@ -1,25 +1,27 @@
-"""The async store's kept aiosqlite connections (``brutus.db.async_sqlite``) and its SQLite batches.
+"""The async store's SQLite connections (``brutus.db.async_sqlite``: sqlite3 connections on threads of their
+own) and its SQLite batches.
 
 Each call takes a kept connection and gives it back; concurrent calls each have their own; at most five
 idle ones are kept; a batch is a trip per call (the first begins the transaction) and one for its COMMIT.
 Whatever is cancelled or fails, nothing half-done is committed, no connection goes back inside a
-transaction, and ``close`` leaves no connection open.
+transaction, ``close`` leaves no connection open, and a store dropped without ``close`` leaves no thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import sqlite3
+import subprocess
+import sys
 import threading
 from typing import Any
 
-import aiosqlite
 import pytest
 
-import brutus.async_store
-from brutus import AsyncSessionStore, DatabaseError
+from brutus import AsyncSessionStore, DatabaseError, InvalidInput
 from brutus.async_store import _end_sqlite
-from brutus.db.async_sqlite import DriverConnections
+from brutus.db.async_sqlite import SQLiteThread
 
 pytestmark = pytest.mark.anyio
 
@@ -34,39 +36,46 @@ class Boom(Exception):
 
 
 @pytest.fixture
-def taken(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every aiosqlite connection the stores of the test take from their engines."""
-    seen: list[Any] = []
-    take = DriverConnections.take
+def taken(monkeypatch: pytest.MonkeyPatch) -> list[sqlite3.Connection]:
+    """Every sqlite3 connection the stores of the test run an operation on, in the order first used."""
+    seen: list[sqlite3.Connection] = []
+    drive = AsyncSessionStore._drive_sqlite
 
-    async def recording(self: DriverConnections) -> Any:
-        driver = await take(self)
-        if driver is not None and all(driver is not d for d in seen):
-            seen.append(driver)
-        return driver
+    def recording(self: AsyncSessionStore, conn: sqlite3.Connection, op: Any) -> Any:
+        if all(conn is not c for c in seen):
+            seen.append(conn)
+        return drive(self, conn, op)
 
-    monkeypatch.setattr(DriverConnections, "take", recording)
+    monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", recording)
     return seen
 
 
 def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the functions sent to aiosqlite's threads from now on."""
+    """The names of the functions sent to the connections' threads from now on."""
     names: list[str] = []
-    execute = aiosqlite.Connection._execute
+    call = SQLiteThread.call
 
-    async def counted(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        names.append(getattr(fn, "__name__", repr(fn)))
-        return await execute(self, fn, *args, **kwargs)
+    async def counted(self: SQLiteThread, fn: Any, *args: Any) -> Any:
+        names.append(fn.__name__)
+        return await call(self, fn, *args)
 
-    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    monkeypatch.setattr(SQLiteThread, "call", counted)
     return names
 
 
-def is_open(driver: Any) -> bool:
-    return driver._connection is not None
+def is_open(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.total_changes  # noqa: B018  raises on a closed connection, and runs nothing
+    except sqlite3.ProgrammingError:
+        return False
+    return True
 
 
-async def test_calls_reuse_one_kept_connection(tmp_path, taken: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def sqlite_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("brutus-sqlite ")]
+
+
+async def test_calls_reuse_one_kept_connection(tmp_path, taken: list[sqlite3.Connection], monkeypatch: pytest.MonkeyPatch) -> None:
     async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'a.db'}") as store:
         ses = await store.create_session()
         sent = trips(monkeypatch)
@@ -80,7 +89,7 @@ async def test_calls_reuse_one_kept_connection(tmp_path, taken: list[Any], monke
 
 
 async def test_a_batch_is_a_trip_per_call_and_one_for_commit(
-    tmp_path, taken: list[Any], monkeypatch: pytest.MonkeyPatch
+    tmp_path, taken: list[sqlite3.Connection], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'b.db'}") as store:
         ses = await store.create_session()
@@ -91,14 +100,14 @@ async def test_a_batch_is_a_trip_per_call_and_one_for_commit(
             await store.append_part(msg.id, {"type": "text", "text": "y"})
         assert sent == ["_drive_in_batch"] * 3 + ["_end_sqlite"]  # the first call's trip began the transaction
         assert [p.text for p in (await store.messages(ses.id))[0].parts] == ["x", "y"]
-        assert len(taken) == 1 and not taken[0]._conn.in_transaction
+        assert len(taken) == 1 and not taken[0].in_transaction
         sent.clear()
         async with store.batch():
             pass
         assert sent == []  # a batch without calls: no transaction, no trip
 
 
-async def test_concurrent_calls_each_have_a_connection_and_five_are_kept(tmp_path, taken: list[Any]) -> None:
+async def test_concurrent_calls_each_have_a_connection_and_five_are_kept(tmp_path, taken: list[sqlite3.Connection]) -> None:
     path = tmp_path / "c.db"
     async with await AsyncSessionStore.open(f"sqlite:///{path}") as store:
         ses = await store.create_session()
@@ -114,15 +123,15 @@ async def test_concurrent_calls_each_have_a_connection_and_five_are_kept(tmp_pat
 
 
 async def test_a_batch_cancelled_waiting_for_begin_writes_nothing_and_the_store_goes_on(
-    tmp_path, taken: list[Any], monkeypatch: pytest.MonkeyPatch
+    tmp_path, taken: list[sqlite3.Connection], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "d.db"
     beginning = threading.Event()
     in_batch = AsyncSessionStore._drive_in_batch
 
-    def begins(self: AsyncSessionStore, driver: Any, op: Any) -> Any:
+    def begins(self: AsyncSessionStore, conn: Any, op: Any) -> Any:
         beginning.set()
-        return in_batch(self, driver, op)
+        return in_batch(self, conn, op)
 
     monkeypatch.setattr(AsyncSessionStore, "_drive_in_batch", begins)
     async with await AsyncSessionStore.open(f"sqlite:///{path}") as store:
@@ -135,7 +144,7 @@ async def test_a_batch_cancelled_waiting_for_begin_writes_nothing_and_the_store_
                 await store.append_message(ses.id, "user", agent="cancelled")
 
         task = asyncio.create_task(unit())
-        assert await asyncio.to_thread(beginning.wait, 10)  # its BEGIN IMMEDIATE goes to aiosqlite's thread
+        assert await asyncio.to_thread(beginning.wait, 10)  # its BEGIN IMMEDIATE goes to the connection's thread
         task.cancel()
         holder.execute("ROLLBACK")  # the BEGIN gets the lock only now, after the cancel
         with pytest.raises(asyncio.CancelledError):
@@ -145,10 +154,10 @@ async def test_a_batch_cancelled_waiting_for_begin_writes_nothing_and_the_store_
         holder.close()
         history = await store.messages(ses.id)
         assert [(m.info.seq, m.info.agent) for m in history] == [(1, "after")] and msg.seq == 1
-        assert len(taken) == 1 and not taken[0]._conn.in_transaction
+        assert len(taken) == 1 and not taken[0].in_transaction
 
 
-async def test_a_batch_that_raises_or_is_cancelled_inside_writes_nothing(tmp_path, taken: list[Any]) -> None:
+async def test_a_batch_that_raises_or_is_cancelled_inside_writes_nothing(tmp_path, taken: list[sqlite3.Connection]) -> None:
     async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'e.db'}") as store:
         ses = await store.create_session()
         with pytest.raises(Boom):
@@ -171,21 +180,22 @@ async def test_a_batch_that_raises_or_is_cancelled_inside_writes_nothing(tmp_pat
             await task
         await store.append_message(ses.id, "user", agent="kept")
         assert [m.info.agent for m in await store.messages(ses.id)] == ["kept"]
-        assert not any(d._conn.in_transaction for d in taken)
+        assert not any(c.in_transaction for c in taken)
 
 
 async def test_close_waits_for_no_call_and_closes_the_connection_in_use_when_given_back(
-    tmp_path, taken: list[Any], monkeypatch: pytest.MonkeyPatch
+    tmp_path, taken: list[sqlite3.Connection], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entered, release = threading.Event(), threading.Event()
     drive = AsyncSessionStore._drive_sqlite
+    before = sqlite_threads()
     store = await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'f.db'}")
     ses = await store.create_session()
 
-    def held(self: AsyncSessionStore, driver: Any, op: Any) -> Any:
+    def held(self: AsyncSessionStore, conn: Any, op: Any) -> Any:
         entered.set()
         release.wait(10)
-        return drive(self, driver, op)
+        return drive(self, conn, op)
 
     monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", held)
     task = asyncio.create_task(store.append_message(ses.id, "user", agent="in flight"))
@@ -199,6 +209,10 @@ async def test_close_waits_for_no_call_and_closes_the_connection_in_use_when_giv
     assert [m.info.agent for m in await store.messages(ses.id)] == ["in flight"]  # used again: a new connection
     await store.close()
     assert len(taken) == 2 and not any(map(is_open, taken))
+    threads = [t for t in sqlite_threads() if t not in before]
+    for thread in threads:
+        thread.join(10)  # each ends right after closing its connection
+    assert len(threads) <= 2 and not any(t.is_alive() for t in threads)
 
 
 class FailingCommit:
@@ -244,3 +258,115 @@ async def test_a_failed_batch_commit_is_a_brutus_error_and_writes_nothing(
         assert await store.messages(ses.id) == []
         await store.append_message(ses.id, "user")
         assert len(await store.messages(ses.id)) == 1
+
+
+async def test_a_call_cancelled_in_the_thread_is_rolled_back_and_its_connection_is_used_again(
+    tmp_path, taken: list[sqlite3.Connection], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    drive = AsyncSessionStore._drive_sqlite
+
+    def held(self: AsyncSessionStore, conn: Any, op: Any) -> Any:
+        if not release.is_set():
+            entered.set()
+            release.wait(10)
+        return drive(self, conn, op)
+
+    async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'h.db'}") as store:
+        ses = await store.create_session()
+        monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", held)
+        task = asyncio.create_task(store.append_message(ses.id, "user", agent="cancelled"))
+        assert await asyncio.to_thread(entered.wait, 10)
+        task.cancel()  # the operation goes on in the thread; its transaction is rolled back, not committed
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # given back at once: the next call is sent to the same thread, after the cancelled call's ROLLBACK
+        msg = await store.append_message(ses.id, "user", agent="after")
+        assert [(m.info.seq, m.info.agent) for m in await store.messages(ses.id)] == [(1, "after")] and msg.seq == 1
+        assert len(taken) == 1 and not taken[0].in_transaction
+
+
+async def test_many_calls_use_one_thread(tmp_path) -> None:
+    before = sqlite_threads()
+    async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'i.db'}") as store:
+        ses = await store.create_session()
+        for _ in range(20):
+            await store.append_message(ses.id, "user")
+        async with store.batch():
+            await store.append_message(ses.id, "user")
+        assert len([t for t in sqlite_threads() if t not in before]) == 1
+
+
+def test_a_store_dropped_without_close_leaves_no_thread(tmp_path) -> None:
+    before = sqlite_threads()
+
+    async def use_and_drop() -> list[threading.Thread]:
+        store = await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'j.db'}")
+        ses = await store.create_session()
+        # each append takes its connection before its first await: three at once, three connections
+        await asyncio.gather(*(store.append_message(ses.id, "user") for _ in range(3)))
+        return [t for t in sqlite_threads() if t not in before]
+
+    threads = asyncio.run(use_and_drop())  # the store is not closed; its loop is gone
+    assert len(threads) == 3
+    gc.collect()
+    for thread in threads:
+        thread.join(10)
+    assert not any(t.is_alive() for t in threads)
+
+
+def test_an_unclosed_store_does_not_hold_up_the_interpreter_exit(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    script = (
+        "import asyncio\n"
+        "from brutus import AsyncSessionStore\n"
+        "async def main():\n"
+        f"    store = await AsyncSessionStore.open({url!r})\n"
+        "    await store.create_session()\n"
+        "    return store\n"
+        "kept = asyncio.run(main())\n"
+        "print('done')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert (out.returncode, out.stdout) == (0, "done\n"), out.stderr
+
+
+async def test_driver_errors_in_the_thread_are_brutus_errors_and_write_nothing(tmp_path) -> None:
+    path = tmp_path / "l.db"
+    async with await AsyncSessionStore.open(f"sqlite:///{path}") as store:
+        ses = await store.create_session(title="kept")
+        trigger = sqlite3.connect(path)
+        trigger.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON sessions WHEN NEW.title = 'refused' "
+            "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END"
+        )
+        trigger.close()
+        with pytest.raises(InvalidInput, match="refused by a trigger") as raised:
+            await store.create_session(title="refused")
+        assert isinstance(raised.value.__cause__, sqlite3.IntegrityError)
+        with pytest.raises(InvalidInput, match="refused by a trigger"):
+            async with store.batch():
+                await store.update_session(ses.id, title="changed in the batch")
+                await store.create_session(title="refused")
+        assert [s.title for s in await store.list_sessions()] == ["kept"]
+    async with await AsyncSessionStore.open(f"sqlite:///{path}", read_only=True) as reader:
+        with pytest.raises(DatabaseError, match="readonly") as raised:
+            await reader.create_session(title="refused too")
+        assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
+        assert [s.title for s in await reader.list_sessions()] == ["kept"]
+
+
+async def test_a_connection_that_cannot_open_is_a_brutus_error_and_the_next_call_tries_again(tmp_path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    url = f"sqlite:///{home / 'm.db'}"
+    store = await AsyncSessionStore.open(url)
+    ses = await store.create_session()
+    await store.close()  # the next call opens a new connection
+    home.rename(tmp_path / "away")
+    with pytest.raises(DatabaseError, match="unable to open database file"):
+        await store.get_session(ses.id)
+    (tmp_path / "away").rename(home)
+    assert (await store.get_session(ses.id)).id == ses.id
+    await store.close()

@@ -1,4 +1,4 @@
-"""``AsyncSessionStore`` on SQLite (aiosqlite) and PostgreSQL (psycopg async).
+"""``AsyncSessionStore`` on SQLite (sqlite3 in threads of its own) and PostgreSQL (psycopg async).
 
 The parity suite runs each scenario once through ``SessionStore`` and once through ``AsyncSessionStore`` on the
 same backend, with explicit ids and one injected clock, and requires the same answers and errors call by
@@ -40,7 +40,8 @@ from brutus import (
     TextPart,
     TokenCounts,
 )
-from brutus.db.async_engine import make_async_engine, sync_url
+from brutus.db.async_engine import make_async_engine, sqlite_engine, sync_url
+from brutus.db.async_sqlite import SQLiteThread
 from brutus.db import migrate
 from brutus.db.engine import WRITE, make_engine
 from brutus.db.tables import Base
@@ -592,7 +593,7 @@ async def test_opening_while_another_process_migrates_does_not_block_the_loop(db
 
 def waiting_for_the_lock(url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[], bool]:
     """A blocking check that a call of the store has been handed to its driver, where its first statement
-    waits for the ``LockHolder``'s lock: SQLite's BEGIN IMMEDIATE in aiosqlite's thread, PostgreSQL's
+    waits for the ``LockHolder``'s lock: SQLite's BEGIN IMMEDIATE in the connection's thread, PostgreSQL's
     ``SELECT … FOR UPDATE`` of the session row in the call's greenlet."""
     handed = threading.Event()
     if make_url(sync_url(url)).get_backend_name() == "sqlite":
@@ -631,13 +632,13 @@ async def test_a_cancelled_call_writes_nothing_and_the_store_goes_on(
     assert [(m.info.seq, m.info.agent) for m in history] == [(1, "after")] and msg.seq == 1
 
 
-async def test_sqlite_runs_each_call_in_one_trip_to_the_driver_thread(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_sqlite_runs_each_call_in_one_trip_to_the_connection_thread(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     trips: list[str] = []
     drive = AsyncSessionStore._drive_sqlite
 
-    def counted(self: AsyncSessionStore, driver: Any, op: Any) -> Any:
+    def counted(self: AsyncSessionStore, conn: Any, op: Any) -> Any:
         trips.append(threading.current_thread().name)
-        return drive(self, driver, op)
+        return drive(self, conn, op)
 
     monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", counted)
     async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'trips.db'}") as store:
@@ -653,20 +654,18 @@ async def test_sqlite_runs_each_call_in_one_trip_to_the_driver_thread(tmp_path, 
 
 
 async def test_sqlite_a_call_of_its_own_is_one_trip_with_its_begin_and_commit(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Outside a batch, BEGIN, the operation and COMMIT go to aiosqlite's thread together, and returning the
-    connection to the pool costs no trip: nothing is left to roll back."""
-    import aiosqlite
-
+    """Outside a batch, BEGIN, the operation and COMMIT go to the connection's thread together, and giving the
+    connection back costs no trip: nothing is left to roll back."""
     trips: list[str] = []
-    execute = aiosqlite.Connection._execute
+    call = SQLiteThread.call
 
-    async def counted(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        trips.append(getattr(fn, "__name__", repr(fn)))
-        return await execute(self, fn, *args, **kwargs)
+    async def counted(self: SQLiteThread, fn: Any, *args: Any) -> Any:
+        trips.append(fn.__name__)
+        return await call(self, fn, *args)
 
     async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'one.db'}") as store:
         ses = await store.create_session()
-        monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+        monkeypatch.setattr(SQLiteThread, "call", counted)
         msg = await store.append_message(ses.id, "user")
         await store.append_part(msg.id, {"type": "text", "text": "x"})
         with pytest.raises(NotFound):
@@ -675,66 +674,24 @@ async def test_sqlite_a_call_of_its_own_is_one_trip_with_its_begin_and_commit(tm
         assert trips == ["_transaction_sqlite"] * 4
 
 
-async def test_sqlite_a_connection_returned_inside_a_transaction_is_rolled_back(tmp_path) -> None:
-    engine = make_async_engine(f"sqlite:///{tmp_path / 'reset.db'}")
-    try:
-        async with engine.connect() as conn:
-            raw = await conn.get_raw_connection()
-            driver = raw.dbapi_connection.driver_connection
-            await driver._execute(driver._conn.execute, "BEGIN IMMEDIATE")
-            assert driver._conn.in_transaction
-        assert not driver._conn.in_transaction  # the pool's reset rolled it back
-        async with engine.connect() as conn:  # and the write lock is free
-            await conn.execution_options(**WRITE)
-            async with conn.begin():
-                await conn.exec_driver_sql("CREATE TABLE t (x INTEGER)")
-    finally:
-        await engine.dispose()
-
-
-async def test_sqlite_without_the_driver_thread_queue_runs_statement_by_statement(
-    tmp_path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An aiosqlite without the call queue ``_drive_sqlite`` uses: the store falls back to SQLAlchemy."""
-    import brutus.db.async_sqlite as async_sqlite
-
-    monkeypatch.setattr(async_sqlite, "usable_driver", lambda driver: None)
-    monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", None)  # never reached
-    async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'fallback.db'}") as store:
-        ses = await store.create_session(title=HOSTILE)
-        msg = await store.append_message(ses.id, "user", metadata={HOSTILE: [1, True]})
-        async with store.batch():
-            await store.append_part(msg.id, {"type": "text", "text": HOSTILE})
-        with pytest.raises(NotFound):
-            await store.append_part("msg_missing", {"type": "text", "text": "x"})
-        history = await store.messages(ses.id)
-    assert history[0].info.metadata == {HOSTILE: [1, True]} and history[0].parts[0].text == HOSTILE
-
-    def sync_history() -> list[Any]:
-        with SessionStore.open(f"sqlite:///{tmp_path / 'fallback.db'}") as sync:
-            return sync.messages(ses.id)
-
-    assert await asyncio.to_thread(sync_history) == history
-
-
-async def test_sqlite_a_call_cancelled_in_the_driver_thread_writes_nothing(
+async def test_sqlite_a_call_cancelled_in_the_connection_thread_writes_nothing(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entered, release = threading.Event(), threading.Event()
     drive = AsyncSessionStore._drive_sqlite
 
-    def held(self: AsyncSessionStore, driver: Any, op: Any) -> Any:
+    def held(self: AsyncSessionStore, conn: Any, op: Any) -> Any:
         if not release.is_set():
             entered.set()
             release.wait(10)
-        return drive(self, driver, op)
+        return drive(self, conn, op)
 
     async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'cancel.db'}") as store:
         ses = await store.create_session()
         monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", held)
         task = asyncio.create_task(store.append_message(ses.id, "user", agent="cancelled"))
         assert await asyncio.to_thread(entered.wait, 10)
-        task.cancel()  # the operation is running in aiosqlite's thread: it finishes, its transaction does not
+        task.cancel()  # the operation is running in the connection's thread: it finishes, its transaction does not
         release.set()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -755,22 +712,38 @@ async def test_open_migrates_or_refuses_an_old_schema(db_url: str) -> None:
         assert (await store.create_session(title="t")).title == "t"
 
 
+PRAGMAS = ("journal_mode", "synchronous", "foreign_keys", "busy_timeout", "page_size", "wal_autocheckpoint", "query_only")
+
+
+def read_pragmas(conn: sqlite3.Connection) -> dict[str, Any]:
+    return {name: conn.execute(f"PRAGMA {name}").fetchone()[0] for name in PRAGMAS}
+
+
 async def test_sqlite_connections_are_set_up_as_the_sync_engines(tmp_path) -> None:
+    """The async engine's connections and the store's own (``SQLiteThread``s) alike."""
     url = f"sqlite:///{tmp_path / 'a.db'}"
     engine = make_async_engine(url)
     assert engine.url.drivername == "sqlite+aiosqlite"
     async with engine.connect() as conn:
-        names = ("journal_mode", "synchronous", "foreign_keys", "busy_timeout", "page_size", "wal_autocheckpoint")
-        pragmas = {name: (await conn.exec_driver_sql(f"PRAGMA {name}")).scalar() for name in names}
+        pragmas = {name: (await conn.exec_driver_sql(f"PRAGMA {name}")).scalar() for name in PRAGMAS}
         await conn.rollback()
-    assert pragmas == {
+    expected = {
         "journal_mode": "wal",
         "synchronous": 1,
         "foreign_keys": 1,
         "busy_timeout": 30_000,
         "page_size": 2048,
         "wal_autocheckpoint": 8192,
+        "query_only": 0,
     }
+    assert pragmas == expected
+    worker = SQLiteThread(sqlite_engine(engine))
+    assert await worker.call(read_pragmas) == expected
+    assert await worker.call(lambda conn: conn.isolation_level) is None  # brutus sends BEGIN itself
+    await worker.close()
+    reader = SQLiteThread(sqlite_engine(make_async_engine(url, read_only=True)))
+    assert (await reader.call(read_pragmas))["query_only"] == 1
+    await reader.close()
     async with engine.connect() as conn:
         await conn.execution_options(**WRITE)
         async with conn.begin():

@@ -17,8 +17,10 @@ How a call runs (``store.append_message(...)``, say), from the top:
                              compiled once), inside ``sqlite_driver.sqlite_transaction``: BEGIN IMMEDIATE for a
                              write, COMMIT, then the checkpoint thread is told (``checkpoint.py``)
    sync store, PostgreSQL    SQLAlchemy Core on a pooled connection, ``brutus.store.drive``
-   async store, SQLite       the same ``SQLiteDriver`` in aiosqlite's worker thread, one trip per call
-                             (``async_sqlite.py`` keeps the connections)
+   async store, SQLite       the same ``SQLiteDriver`` and ``sqlite_transaction`` on a sqlite3 connection in a
+                             thread of brutus's own, one trip per call, the event loop awaiting its result
+                             (``async_sqlite.py``: the threads, kept between calls; aiosqlite is only the
+                             dialect of the ``AsyncEngine`` the store is handed, no call goes through it)
    async store, PostgreSQL   SQLAlchemy's asyncio engine on psycopg; ``AsyncConnection.run_sync`` drives the
                              operation in one greenlet
    ``store.batch()``         any of the above, with one transaction over the calls inside it

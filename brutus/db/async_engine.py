@@ -5,28 +5,34 @@ same one the sync store takes (``sqlite:///…``, ``postgresql://…``). The opt
 pre-ping) and the SQLite events (pragmas, ``BEGIN IMMEDIATE`` for write transactions) come from
 ``brutus.db.engine``; the events are installed on ``engine.sync_engine``, where SQLAlchemy runs them for the
 async driver, so both stores take the write lock the same way.
+
+On SQLite the async store sends its statements through neither: its connections are sqlite3 connections on
+threads of its own (``async_sqlite``), opened from a sync engine built beside the async one with the same
+arguments (``sqlite_engine``), so they are set up exactly as the async engine's would be.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import weakref
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import InvalidInput
-from .engine import _CONFIGURED, engine_options, normalize_url, sqlite_events
+from .engine import _CONFIGURED, engine_options, make_engine, normalize_url, sqlite_events
 
-__all__ = ["make_async_engine", "sync_url"]
+__all__ = ["make_async_engine", "sqlite_engine", "sync_url"]
 
 _ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+psycopg"}
 _SYNC_DRIVERS = {
     "sqlite+aiosqlite": "sqlite",
     "postgresql+psycopg_async": "postgresql+psycopg",
 }
+_SQLITE_ENGINES: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()  # by sync_engine
 
 
 def sync_url(url: str) -> str:
@@ -51,26 +57,18 @@ def make_async_engine(url: str, *, create: bool = True, read_only: bool = False,
     if missing:
         extras = ",".join(sorted({needed[name] for name in missing}))
         raise InvalidInput(f"the async store needs {' and '.join(missing)}: pip install 'brutus[{extras}]'")
-    if backend == "sqlite":
-        # Returning a connection rolls back only what is still open (``_reset``): a call that committed in
-        # aiosqlite's thread needs no trip there for a rollback of nothing.
-        options.setdefault("pool_reset_on_return", None)
     try:
         engine = create_async_engine(parsed.set(drivername=_ASYNC_DRIVERS[backend]), **options)
     except (ImportError, ModuleNotFoundError) as exc:
         raise InvalidInput(f"the async driver for {backend} is not installed ({exc}); pip install 'brutus[async]'") from None
     if backend == "sqlite":
         sqlite_events(engine.sync_engine, read_only=read_only)
-        event.listen(engine.sync_engine.pool, "reset", _reset)
+        twin = make_engine(sync_url(url), create=create, read_only=read_only, **kwargs)  # the store's connections
+        _SQLITE_ENGINES[engine.sync_engine] = twin
     _CONFIGURED.add(engine.sync_engine)
     return engine
 
 
-def _reset(dbapi_connection: Any, _record: Any, state: Any) -> None:
-    """A SQLite connection back in the pool: roll back the transaction it still holds, if any (all a reset on
-    return does, but without a trip to aiosqlite's thread when there is none)."""
-    if state.terminate_only or not state.asyncio_safe or state.transaction_was_reset:
-        return  # as SQLAlchemy's own reset: nothing to do, or no event loop to do it on (garbage collection)
-    sqlite = getattr(getattr(getattr(dbapi_connection, "_connection", None), "_connection", None), "in_transaction", True)
-    if sqlite:
-        dbapi_connection.rollback()
+def sqlite_engine(engine: AsyncEngine) -> Engine:
+    """The sync engine built beside the SQLite ``engine`` by ``make_async_engine``, with the same settings."""
+    return _SQLITE_ENGINES[engine.sync_engine]

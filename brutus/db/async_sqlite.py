@@ -1,75 +1,143 @@
-"""The async store's SQLite connections: aiosqlite connections kept between calls.
+"""The async store's SQLite connections: each a sqlite3 connection on a thread of brutus's own.
 
-A call of ``AsyncSessionStore`` on SQLite runs its whole operation in one trip to aiosqlite's worker thread
-(``AsyncSessionStore._drive_sqlite``). Checking a connection out of SQLAlchemy's pool for each call and
-returning it after cost more than that trip: a checkout and a return through the asyncio extension's
-greenlets, some 60 µs, and with the worker thread still finishing its trip, more. ``DriverConnections``
-takes connections from the engine once (so they are set up by the engine's ``connect`` events: pragmas,
-busy timeout), detaches them from the pool and keeps them:
+A call of ``AsyncSessionStore`` on SQLite runs its whole operation, BEGIN and COMMIT included, in one trip to
+the thread of a connection (``AsyncSessionStore._run``), and the event loop awaits the result. Rules:
 
-- a call takes an idle connection (a new one when none is idle: concurrent calls each have their own, as
-  they had from the pool) and gives it back when it is done, even when it was cancelled: the worker thread
-  runs what it was sent before anything sent after, so the next user's BEGIN waits for the cancelled
-  call's ROLLBACK;
-- at most ``keep`` idle connections are kept (the pool's size); one given back beyond that is closed;
-- ``close`` closes the idle ones and marks those in use to be closed when given back. A store dropped
-  without ``close`` leaves them to aiosqlite's own cleanup when they are collected, as the pool's were.
+- a ``SQLiteThread`` runs what it is sent in the order sent, one call at a time, on a sqlite3 connection it
+  opens itself (sqlite3 objects belong to the thread that made them), from a sync engine with the async
+  engine's settings (``async_engine.sqlite_engine``: pragmas, busy timeout, ``query_only`` when read-only),
+  taken out of that engine's pool (``detach``) so that the thread alone closes it;
+- a call's result or error is handed to the event loop that sent it (``call_soon_threadsafe``); a call
+  whose caller was cancelled still runs to its end, and the thread runs nothing sent after it before then,
+  so the next user's BEGIN comes after the cancelled call's ROLLBACK;
+- ``SQLiteConnections`` keeps them between calls: a call takes an idle one (a new one when none is idle:
+  concurrent calls each have their own) and gives it back when it is done, cancelled or not; at most
+  ``keep`` idle ones are kept, one given back beyond that is closed; ``close`` closes the idle ones and
+  marks those in use to be closed when given back;
+- a ``SQLiteThread`` dropped without ``close`` (a store dropped without ``close``) closes its connection
+  and ends once it is collected (the thread holds no reference to it); the threads are daemons, so none
+  holds up the interpreter's exit.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import weakref
+from collections.abc import Callable
+from queue import SimpleQueue
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.util import greenlet_spawn
+from sqlalchemy import Engine
 
-__all__ = ["DriverConnections", "usable_driver"]
+__all__ = ["SQLiteConnections", "SQLiteThread"]
 
-
-def usable_driver(driver: Any) -> Any:
-    """``driver`` if it is an aiosqlite connection offering what the store runs on (the queue of calls to its
-    thread, which SQLAlchemy's own aiosqlite adapter uses too, and the sqlite3 connection); else None."""
-    if callable(getattr(driver, "_execute", None)) and getattr(driver, "_connection", None) is not None:
-        return driver
-    return None
+_Call = tuple[Any, tuple[Any, ...], Any]  # (function or None to close, its arguments, future or None)
 
 
-class DriverConnections:
-    """aiosqlite connections of one engine, kept between the store's calls (see the module docstring)."""
+class SQLiteThread:
+    """A sqlite3 connection on a thread of its own: ``await call(fn, *args)`` runs ``fn(connection, *args)``
+    there and returns its result (see the module docstring)."""
 
-    def __init__(self, engine: AsyncEngine, keep: int = 5) -> None:
+    def __init__(self, engine: Engine) -> None:
+        self._calls: SimpleQueue[_Call] = SimpleQueue()
+        name = f"brutus-sqlite {engine.url.database}"
+        threading.Thread(target=_serve, args=(engine, self._calls), name=name, daemon=True).start()
+        self.closed = False
+        weakref.finalize(self, self._calls.put, (None, (), None))  # dropped: the thread closes and ends
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        future = asyncio.get_running_loop().create_future()
+        self._calls.put((fn, args, future))
+        return await future
+
+    async def close(self) -> None:
+        """Close the connection once the calls sent before are done; the thread ends."""
+        if not self.closed:
+            self.closed = True
+            future = asyncio.get_running_loop().create_future()
+            self._calls.put((None, (), future))
+            await future
+
+
+def _serve(engine: Engine, calls: SimpleQueue[_Call]) -> None:
+    """The thread of a ``SQLiteThread``: connect at the first call (again at the next if that failed), run the
+    calls in order, close the connection at ``(None, …)``."""
+    pooled: Any = None
+    while True:
+        fn, args, future = calls.get()
+        if fn is None:
+            break
+        value = None
+        try:
+            if pooled is None:
+                pooled = engine.raw_connection()  # set up by the engine's connect events
+                conn = pooled.driver_connection
+                pooled.detach()  # closed by this thread alone, never returned to the pool
+            value = fn(conn, *args)
+        except BaseException as exc:  # noqa: BLE001  the caller's to handle, in its event loop
+            _settle(future, None, exc)
+        else:
+            _settle(future, value, None)
+        del fn, args, future, value  # kept while the thread waits, they would keep the store alive
+    try:
+        if pooled is not None:
+            pooled.close()
+    except BaseException as exc:  # noqa: BLE001
+        _settle(future, None, exc)
+    else:
+        _settle(future, None, None)
+
+
+def _settle(future: asyncio.Future[Any] | None, value: Any, error: BaseException | None) -> None:
+    if future is None:
+        return
+    try:
+        future.get_loop().call_soon_threadsafe(_set, future, value, error)
+    except RuntimeError:  # the loop is closed: nobody waits for this any more
+        pass
+
+
+def _set(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+
+
+class SQLiteConnections:
+    """The ``SQLiteThread``s of one store, kept between its calls (see the module docstring)."""
+
+    def __init__(self, engine: Engine, keep: int = 5) -> None:
         self._engine = engine
         self._keep = keep
-        self._idle: list[Any] = []
-        self._busy: set[Any] = set()
-        self._retired: set[Any] = set()  # in use when the store closed: closed when given back
+        self._idle: list[SQLiteThread] = []
+        self._busy: set[SQLiteThread] = set()
+        self._retired: set[SQLiteThread] = set()  # in use when the store closed: closed when given back
 
-    async def take(self) -> Any:
-        """An idle connection, or a new one from the engine; None if the driver is not a usable aiosqlite."""
+    def take(self) -> SQLiteThread:
+        """An idle connection, or a new one."""
         try:
-            driver = self._idle.pop()  # no check first: loops in other threads may share the store
+            worker = self._idle.pop()  # no check first: loops in other threads may share the store
         except IndexError:
-            pooled = await self._engine.raw_connection()
-            driver = usable_driver(pooled.driver_connection)
-            if driver is None:
-                await greenlet_spawn(pooled.close)
-                return None
-            pooled.detach()  # the store closes it: the pool neither tracks it nor warns when it is collected
-        self._busy.add(driver)
-        return driver
+            worker = SQLiteThread(self._engine)
+        self._busy.add(worker)
+        return worker
 
-    async def give_back(self, driver: Any) -> None:
-        """Return ``driver`` after a call (also a cancelled one: see the module docstring)."""
-        self._busy.discard(driver)
-        if driver not in self._retired and len(self._idle) < self._keep:
-            self._idle.append(driver)  # the usual case: nothing awaited
+    async def give_back(self, worker: SQLiteThread) -> None:
+        """Return ``worker`` after a call (also a cancelled one: see the module docstring)."""
+        self._busy.discard(worker)
+        if worker not in self._retired and len(self._idle) < self._keep:
+            self._idle.append(worker)  # the usual case: nothing awaited
             return
-        self._retired.discard(driver)
-        await driver.close()  # in its thread, after what it was sent before
+        self._retired.discard(worker)
+        await worker.close()
 
     async def close(self) -> None:
         """Close the idle connections; those in use are closed when given back."""
         self._retired |= self._busy
         idle, self._idle = self._idle, []
-        for driver in idle:
-            await driver.close()
+        for worker in idle:
+            await worker.close()
