@@ -130,7 +130,7 @@ async def bench_async(url: str, steps: int, load_steps: int, loads: int) -> dict
 
 class Threaded:
     """The sync store called from asyncio through ``asyncio.to_thread``, one thread hop per call: the other way
-    an asyncio agent could use brutus on SQLite, measured to put the aiosqlite figures in context."""
+    an asyncio agent could use brutus on SQLite, measured to put the async store's figures in context."""
 
     def __init__(self, store: Any) -> None:
         self.store = store

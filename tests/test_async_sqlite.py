@@ -370,3 +370,13 @@ async def test_a_connection_that_cannot_open_is_a_brutus_error_and_the_next_call
     (tmp_path / "away").rename(home)
     assert (await store.get_session(ses.id)).id == ses.id
     await store.close()
+
+
+async def test_a_call_on_a_closed_connection_is_an_error_not_a_hang(tmp_path) -> None:
+    store = await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'c.db'}")
+    worker = store._workers.take()  # type: ignore[union-attr]
+    assert await worker.call(lambda conn: conn.execute("SELECT 41 + 1").fetchone()[0]) == 42
+    await worker.close()
+    with pytest.raises(DatabaseError, match="closed"):
+        await worker.call(lambda conn: None)
+    await store.close()

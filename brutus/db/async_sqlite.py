@@ -30,6 +30,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from ..errors import DatabaseError
+
 __all__ = ["SQLiteConnections", "SQLiteThread"]
 
 _Call = tuple[Any, tuple[Any, ...], Any]  # (function or None to close, its arguments, future or None)
@@ -47,6 +49,8 @@ class SQLiteThread:
         weakref.finalize(self, self._calls.put, (None, (), None))  # dropped: the thread closes and ends
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.closed:  # its thread has ended: nothing would ever answer
+            raise DatabaseError("this SQLite connection is closed")
         future = asyncio.get_running_loop().create_future()
         self._calls.put((fn, args, future))
         return await future

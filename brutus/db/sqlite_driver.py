@@ -40,7 +40,7 @@ def sqlite_transaction(
     """``run(*args)`` in a transaction of its own on the sqlite3 connection ``dbapi`` (``BEGIN IMMEDIATE`` for
     a write): committed, or rolled back if it raises or ``cancelled`` (an event) is set by then; after a
     write, ``committed()`` (the store's checkpoint thread). A call of the sync store, and of the async
-    store in aiosqlite's thread."""
+    store in its connection's thread."""
     dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
     try:
         value = run(*args)
