@@ -24,6 +24,7 @@ import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
+from functools import partial
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,7 @@ from .db.migrate import prepare_schema
 from .db.sqlite_driver import SQLiteDriver, sqlite_transaction
 from .db.statements import Op
 from .errors import DatabaseError, InvalidInput
+from .flows import Summarize, Tx, Vacuum, adrive_flow
 from .models import (
     CompactionConfig,
     CompactionRecord,
@@ -433,9 +435,8 @@ class AsyncSessionStore:
         ``asummarize`` (``anthropic.AsyncAnthropic`` for ``AnthropicSummarizer``). A task cancelled mid-way
         leaves the session as a crash would: the view as before, the pending marker resolved by the next
         compaction."""
-        from .compaction.engine import Summarize, Tx, compaction_flow
+        from .compaction.engine import compaction_flow
         from .compaction.locks import async_compaction_lock
-        from .summarizers.fallbacks import asummarize_with_fallbacks
         from .summarizers import default_summarizer
 
         summarizer = summarizer or default_summarizer()
@@ -449,27 +450,34 @@ class AsyncSessionStore:
         )
         with translate_errors():
             async with async_compaction_lock(self.engine, session_id):
-                action = next(flow)
-                while True:
-                    try:
-                        if isinstance(action, Tx):
-                            outcome = await self._run(action.op, write=action.write)
-                        else:
-                            assert isinstance(action, Summarize)
-                            outcome = await asummarize_with_fallbacks(summarizer, action.request)
-                    except asyncio.CancelledError:
-                        flow.close()  # as a crash: nothing more is written, the marker stays pending
-                        raise
-                    except BaseException as exc:
-                        try:
-                            action = flow.throw(exc)
-                        except StopIteration as stop:
-                            return stop.value
-                        continue
-                    try:
-                        action = flow.send(outcome)
-                    except StopIteration as stop:
-                        return stop.value
+                return await adrive_flow(flow, partial(self._act, summarizer))
+
+    async def _act(self, summarizer: Any, action: Any) -> Any:
+        """One action of a flow (``brutus.flows``), as ``SessionStore._act`` runs it: compaction, the tiers and
+        gc go through here. gc's storage steps run on a connection outside any transaction: a SQLite
+        connection's thread, or a PostgreSQL connection in autocommit."""
+        from .db import gc_ops
+
+        if isinstance(action, Tx):
+            return await self._run(action.op, write=action.write)
+        if isinstance(action, Summarize):
+            from .summarizers.fallbacks import asummarize_with_fallbacks
+
+            return await asummarize_with_fallbacks(summarizer, action.request)
+        with translate_errors():
+            if self._workers is not None:
+                step = gc_ops.sqlite_vacuum if isinstance(action, Vacuum) else gc_ops.sqlite_storage_bytes
+                worker = self._workers.take()
+                try:
+                    return await worker.call(step, self.engine.url.database)
+                finally:
+                    await self._workers.give_back(worker)
+            async with self.engine.connect() as connection:
+                if isinstance(action, Vacuum):
+                    await connection.execution_options(isolation_level="AUTOCOMMIT")
+                    await connection.exec_driver_sql(gc_ops.PG_VACUUM)
+                    return None
+                return (await connection.exec_driver_sql(gc_ops.PG_STORAGE_BYTES)).scalar_one()
 
     async def run_tiers(
         self, session_id: str, summarizer: Summarizer | None = None, config: TierConfig | None = None
@@ -479,34 +487,26 @@ class AsyncSessionStore:
         transaction of its own, under the session's compaction lock."""
         from .compaction.locks import async_compaction_lock
         from .summarizers import default_summarizer
-        from .summarizers.fallbacks import asummarize_with_fallbacks
-        from .tiers.manager import StrategyManager
-        from .tiers.manager import Summarize as TierSummary
+        from .tiers.manager import Append, StrategyManager
 
         if self._batch.get() is not None:
             raise InvalidInput("run_tiers cannot run inside store.batch(): each summary commits on its own")
         summarizer = summarizer or default_summarizer()
         manager = StrategyManager(config)
+
+        async def act(action: Any) -> Any:
+            if not isinstance(action, Append):
+                return await self._act(summarizer, action)
+            async with self.batch():
+                fields = action.summary.message_fields()
+                message = await self.append_message(session_id, "assistant", **fields, completed_at=self.clock())
+                part = await self.append_part(message.id, TextPart(text=action.summary.text))
+            return MessageWithParts(info=message, parts=[part])
+
         with translate_errors():
             async with async_compaction_lock(self.engine, session_id):
                 flow = manager.flow(await self.filter_compacted(session_id), session_id=session_id)
-                try:
-                    action = next(flow)
-                    while True:
-                        if isinstance(action, TierSummary):
-                            outcome = await asummarize_with_fallbacks(summarizer, action.request)
-                        else:
-                            new = action.summary
-                            async with self.batch():
-                                fields = new.message_fields()
-                                message = await self.append_message(
-                                    session_id, "assistant", **fields, completed_at=self.clock()
-                                )
-                                part = await self.append_part(message.id, TextPart(text=new.text))
-                            outcome = MessageWithParts(info=message, parts=[part])
-                        action = flow.send(outcome)
-                except StopIteration as stop:
-                    return stop.value
+                return await adrive_flow(flow, act)
 
     def conversation(self, session_id: str, *, model: str, **settings: Any) -> Any:
         """An ``AsyncConversation`` over this store (see ``SessionStore.conversation``)."""
@@ -561,12 +561,13 @@ class AsyncSessionStore:
         return await asyncio.to_thread(_check, url, repair, self.read_only, self.clock)
 
     async def gc(self, before: int, *, dry_run: bool = False) -> GcResult:
-        """``SessionStore.gc``. VACUUM needs a connection outside any transaction, which the async drivers'
-        adapters do not hand out; gc is rare maintenance, so the sync implementation runs in a worker thread."""
+        """``SessionStore.gc``: the same flow (``brutus.db.gc_ops.gc_flow``), VACUUM on a connection outside any
+        transaction (``_act``)."""
+        from .db.gc_ops import gc_flow
+
         if self._batch.get() is not None:
             raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
-        url = self.engine.url.render_as_string(hide_password=False)
-        return await asyncio.to_thread(_gc, url, before, dry_run, self.clock)
+        return await adrive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
 
 
 def _check(url: str, repair: bool, read_only: bool, clock: Clock) -> CheckReport:
@@ -579,12 +580,3 @@ def _check(url: str, repair: bool, read_only: bool, clock: Clock) -> CheckReport
     finally:
         store.close()
 
-
-def _gc(url: str, before: int, dry_run: bool, clock: Clock) -> GcResult:
-    from .store import SessionStore
-
-    store = SessionStore(make_engine(sync_url(url)), url=redact(url), clock=clock)
-    try:
-        return store.gc(before, dry_run=dry_run)
-    finally:
-        store.close()

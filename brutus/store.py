@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
@@ -31,6 +32,7 @@ from .db.sqlite_driver import SQLiteDriver, sqlite_transaction
 from .db.migrate import prepare_schema
 from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
+from .flows import StorageBytes, Summarize, Tx, Vacuum, drive_flow
 from .models import (
     CompactionConfig,
     CompactionRecord,
@@ -425,9 +427,8 @@ class SessionStore:
         (``CompactionInProgress``); one that would not shrink the context or repeats the previous one raises
         ``CompactionStalled``. The summarizer defaults to Anthropic when ANTHROPIC_API_KEY is set, else the
         offline extractive one; its failures fall back to the extractive summary, then to a truncation text."""
-        from .compaction.engine import Summarize, Tx, compaction_flow
+        from .compaction.engine import compaction_flow
         from .compaction.locks import compaction_lock
-        from .summarizers.fallbacks import summarize_with_fallbacks
         from .summarizers import default_summarizer
 
         summarizer = summarizer or default_summarizer()
@@ -440,24 +441,23 @@ class SessionStore:
             clock=self.clock,
         )
         with translate_errors(), compaction_lock(self.engine, session_id):
-            action = next(flow)
-            while True:
-                try:
-                    if isinstance(action, Tx):
-                        outcome = self._run(action.op, write=action.write)
-                    else:
-                        assert isinstance(action, Summarize)
-                        outcome = summarize_with_fallbacks(summarizer, action.request)
-                except BaseException as exc:
-                    try:
-                        action = flow.throw(exc)
-                    except StopIteration as stop:
-                        return stop.value
-                    continue
-                try:
-                    action = flow.send(outcome)
-                except StopIteration as stop:
-                    return stop.value
+            return drive_flow(flow, partial(self._act, summarizer))
+
+    def _act(self, summarizer: Any, action: Any) -> Any:
+        """One action of a flow (``brutus.flows``): compaction, the tiers and gc go through here."""
+        if isinstance(action, Tx):
+            return self._run(action.op, write=action.write)
+        if isinstance(action, Summarize):
+            from .summarizers.fallbacks import summarize_with_fallbacks
+
+            return summarize_with_fallbacks(summarizer, action.request)
+        from .db import gc_ops
+
+        with translate_errors():
+            if isinstance(action, Vacuum):
+                return gc_ops.vacuum(self.engine)
+            assert isinstance(action, StorageBytes), action
+            return gc_ops.storage_bytes(self.engine)
 
     def conversation(self, session_id: str, *, model: str, **settings: Any) -> Any:
         """A live ``Conversation`` on the Anthropic Messages API over this store (``brutus.live``): settings
@@ -513,30 +513,11 @@ class SessionStore:
         """Drop the output text of parts pruned before ``before`` (epoch ms), keeping their tool state and token
         counts, then VACUUM to give the space back (SQLite: outside any transaction; PostgreSQL: VACUUM
         ANALYZE in autocommit). ``dry_run`` only counts. Not inside ``store.batch()``."""
-        from .db import gc_ops
+        from .db.gc_ops import gc_flow
 
         if self._batch.get() is not None:
             raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
-        if dry_run:
-            return self._run(gc_ops.drop_pruned_outputs(before, dry_run=True), write=False)
-        if self._fast is not None:  # SQLite's search index: what is pending first, so the sizes compare alike
-            from .db.search_ops import index_pending
-
-            self._run(index_pending("sqlite"))
-        with translate_errors():
-            size_before = gc_ops.storage_bytes(self.engine)
-        dropped = self._run(gc_ops.drop_pruned_outputs(before, dry_run=False))
-        if self._fast is not None:
-            from .db.search_ops import optimize_index
-
-            self._run(optimize_index())  # FTS5 keeps a dropped output's words until its segments merge
-        with translate_errors():
-            gc_ops.vacuum(self.engine)
-        if self._fast is not None:
-            self._run(index_pending("sqlite", keyless=True))  # VACUUM may have renumbered the rows the marks count
-        with translate_errors():
-            size_after = gc_ops.storage_bytes(self.engine)
-        return dropped.model_copy(update={"vacuumed": True, "bytes_before": size_before, "bytes_after": size_after})
+        return drive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
 
     def check(self, *, repair: bool = False) -> CheckReport:
         """Check the integrity of the whole database (``brutus check``). A compaction marker left pending is a

@@ -674,32 +674,6 @@ async def test_sqlite_a_call_of_its_own_is_one_trip_with_its_begin_and_commit(tm
         assert trips == ["_transaction_sqlite"] * 4
 
 
-async def test_sqlite_a_call_cancelled_in_the_connection_thread_writes_nothing(
-    tmp_path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    entered, release = threading.Event(), threading.Event()
-    drive = AsyncSessionStore._drive_sqlite
-
-    def held(self: AsyncSessionStore, conn: Any, op: Any) -> Any:
-        if not release.is_set():
-            entered.set()
-            release.wait(10)
-        return drive(self, conn, op)
-
-    async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'cancel.db'}") as store:
-        ses = await store.create_session()
-        monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", held)
-        task = asyncio.create_task(store.append_message(ses.id, "user", agent="cancelled"))
-        assert await asyncio.to_thread(entered.wait, 10)
-        task.cancel()  # the operation is running in the connection's thread: it finishes, its transaction does not
-        release.set()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        msg = await store.append_message(ses.id, "user", agent="after")
-        history = await store.messages(ses.id)
-    assert [(m.info.seq, m.info.agent) for m in history] == [(1, "after")] and msg.seq == 1
-
-
 # -- opening ----------------------------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from brutus.errors import InvalidInput
 from brutus.cli.maintenance_commands import parse_before
 from brutus.db.engine import normalize_url
 from brutus.models import CompactionConfig
@@ -375,8 +376,16 @@ def test_async_store_gc_is_the_same_gc(store_url: str) -> None:
 
     async def collect() -> Any:
         async with await AsyncSessionStore.open(store_url) as async_store:
+            with pytest.raises(InvalidInput):
+                await async_store.gc(-1)
+            dry = await async_store.gc(parse_before("2000-01-01"), dry_run=True)
+            assert (dry.parts, dry.dry_run, dry.vacuumed) == (1, True, False)
+            assert output_ids(store_url) == set(ids.values())
             return await async_store.gc(parse_before("2000-01-01"))
 
-    result = asyncio.run(collect())
+    result = asyncio.run(collect())  # the flow the sync store runs, its VACUUM on the async store's connections
     assert (result.parts, result.vacuumed) == (1, True)
     assert output_ids(store_url) == {ids["new"], ids["kept"]}
+    assert isinstance(result.bytes_before, int) and isinstance(result.bytes_after, int)
+    if store_url.startswith("sqlite"):
+        assert result.bytes_reclaimed >= 0.9 * result.output_bytes  # the text is gone from the file

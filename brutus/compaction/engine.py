@@ -1,8 +1,8 @@
 """One compaction, start to finish, written once for the sync and async stores.
 
-``compaction_flow`` is a generator over two kinds of action: ``Tx`` (run this store operation in its own
-transaction) and ``Summarize`` (ask the summarizer, with fallbacks). The store runs it under the session's
-compaction lock. The order — load the view, begin marker, plan, hooks, summarize (outside any transaction),
+``compaction_flow`` is a flow (``brutus.flows``) over two kinds of action: ``Tx`` (run this store operation in
+its own transaction) and ``Summarize`` (ask the summarizer, with fallbacks). The store runs it under the
+session's compaction lock. The order — load the view, begin marker, plan, hooks, summarize (outside any transaction),
 final transaction, hooks — is what makes a crash at any point leave the history loading as before:
 nothing the model sees is written until the final transaction commits.
 
@@ -13,31 +13,19 @@ A compaction with nothing to do (an empty view, nothing new since the previous c
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
 from typing import Any
 
 from ..db import compaction_ops, history_ops
-from ..db.statements import Op
 from ..errors import CompactionStalled, InvalidInput, NothingToCompact
 from ..models import CompactionConfig, CompactionResult
 from ..estimates import has_conversation_messages
+from ..flows import Summarize, Tx
 from . import plan
 from .hooks import Hooks
 
 __all__ = ["Summarize", "TRIGGERS", "Tx", "compaction_flow"]
 
 TRIGGERS = ("auto", "manual", "overflow")
-
-
-@dataclass(frozen=True)
-class Tx:
-    op: Op
-    write: bool = True
-
-
-@dataclass(frozen=True)
-class Summarize:
-    request: Any  # SummaryRequest
 
 
 Flow = Generator[Tx | Summarize, Any, CompactionResult]

@@ -26,10 +26,12 @@ How a call runs (``store.append_message(...)``, say), from the top:
    ``store.batch()``         any of the above, with one transaction over the calls inside it
    ========================  ==============================================================================
 
-4. Multi-step work (a compaction, a tier run, gc) is a flow over operations with the slow part outside any
-   transaction: ``brutus.compaction.engine`` yields its transactions and the summarizer call in turn, and both
-   stores run it; the tiers (``brutus.tiers.manager``) likewise; ``gc`` runs its operation, then VACUUM outside
-   a transaction. The live conversation (``brutus.live.flows``) is one more flow, over store calls.
+4. Multi-step work (a compaction, a tier run, gc) is a flow (``brutus.flows``): a generator that yields its
+   transactions (``Tx``), summarizer calls (``Summarize``) and gc's storage steps (``Vacuum``,
+   ``StorageBytes``) in turn, with the slow part outside any transaction. One interpreter per store
+   (``drive_flow``, ``adrive_flow``) sends each action to the store's ``_act``: ``compaction.engine``,
+   ``tiers.manager`` and ``db.gc_ops.gc_flow`` are written once for both. The live conversation
+   (``brutus.live.flows``) is a flow over store calls of its own.
 
 Start-up: ``import brutus`` imports nothing heavy (the public names load on first use, ``brutus/__init__.py``),
 and the CLI imports SQLAlchemy, rich and the store inside its commands, so ``brutus --help`` answers at once.

@@ -17,6 +17,7 @@ Rules:
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from typing import Any
 
 from sqlalchemy import Engine, delete, func, select, text
@@ -28,7 +29,7 @@ from ..errors import InvalidInput
 from ..reports import GcResult
 from .statements import O, Op, T, step
 
-__all__ = ["drop_pruned_outputs", "storage_bytes", "vacuum"]
+__all__ = ["drop_pruned_outputs", "gc_flow", "sqlite_storage_bytes", "sqlite_vacuum", "storage_bytes", "vacuum"]
 
 
 class _byte_length(GenericFunction):  # noqa: N801  (SQL function naming)
@@ -48,10 +49,39 @@ def _byte_length_sqlite(element: Any, compiler: Any, **kw: Any) -> str:
     return f"length(CAST({compiler.process(element.clauses, **kw)} AS BLOB))"
 
 
-def drop_pruned_outputs(before: Any, *, dry_run: bool) -> Op:
-    """Delete (or, with ``dry_run``, only count) the outputs of parts pruned before ``before`` (ms)."""
+def gc_flow(before: Any, *, dry_run: bool, dialect: str) -> Generator[Any, Any, GcResult]:
+    """gc as a flow (``brutus.flows``): drop the outputs pruned before ``before``, VACUUM, and the database's
+    size before and after. On SQLite the search index first takes in what is pending (so the sizes compare
+    alike), its segments are merged after the drop (FTS5 keeps a dropped output's words until then), and after
+    the VACUUM every document without a key is indexed (VACUUM may renumber the rows its marks count)."""
+    from ..flows import StorageBytes, Tx, Vacuum
+    from .search_ops import index_pending, optimize_index
+
+    _check_before(before)
+    if dry_run:
+        return (yield Tx(drop_pruned_outputs(before, dry_run=True), write=False))
+    sqlite = dialect == "sqlite"
+    if sqlite:
+        yield Tx(index_pending("sqlite"))
+    size_before = yield StorageBytes()
+    dropped = yield Tx(drop_pruned_outputs(before, dry_run=False))
+    if sqlite:
+        yield Tx(optimize_index())
+    yield Vacuum()
+    if sqlite:
+        yield Tx(index_pending("sqlite", keyless=True))
+    size_after = yield StorageBytes()
+    return dropped.model_copy(update={"vacuumed": True, "bytes_before": size_before, "bytes_after": size_after})
+
+
+def _check_before(before: Any) -> None:
     if isinstance(before, bool) or not isinstance(before, int) or before < 0:
         raise InvalidInput(f"before must be a time in epoch milliseconds, got {before!r}")
+
+
+def drop_pruned_outputs(before: Any, *, dry_run: bool) -> Op:
+    """Delete (or, with ``dry_run``, only count) the outputs of parts pruned before ``before`` (ms)."""
+    _check_before(before)
     old = T.c.compacted_at.is_not(None) & (T.c.compacted_at < before)
     found = yield step(
         select(
@@ -71,8 +101,7 @@ def drop_pruned_outputs(before: Any, *, dry_run: bool) -> Op:
     )
 
 
-def _sqlite_file(engine: Engine) -> str | None:
-    database = engine.url.database
+def _sqlite_file(database: str | None) -> str | None:
     return database if database and database != ":memory:" and not database.startswith("file:") else None
 
 
@@ -80,22 +109,39 @@ def _checkpoint(dbapi: Any) -> None:
     dbapi.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
 
+PG_STORAGE_BYTES = "SELECT pg_database_size(current_database())"
+PG_VACUUM = "VACUUM ANALYZE tool_outputs"
+
+
+def sqlite_storage_bytes(dbapi: Any, database: str | None) -> int:
+    """SQLite, on a sqlite3 connection outside any transaction: the file and its WAL after a checkpoint (the
+    pages, for a database in memory)."""
+    _checkpoint(dbapi)
+    path = _sqlite_file(database)
+    if path is None:
+        page_count = dbapi.execute("PRAGMA page_count").fetchone()[0]
+        page_size = dbapi.execute("PRAGMA page_size").fetchone()[0]
+        return int(page_count * page_size)
+    return sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
+
+
+def sqlite_vacuum(dbapi: Any, database: str | None = None) -> None:
+    """SQLite, on a sqlite3 connection: VACUUM outside any transaction, then a WAL checkpoint."""
+    if dbapi.in_transaction:  # a pooled connection is returned rolled back; be sure, VACUUM refuses otherwise
+        dbapi.execute("ROLLBACK")
+    dbapi.execute("VACUUM")
+    _checkpoint(dbapi)
+
+
 def storage_bytes(engine: Engine) -> int:
     """The size of the whole database: SQLite's file plus its WAL after a checkpoint; PostgreSQL's
     ``pg_database_size`` of the current database."""
     if engine.dialect.name == "postgresql":
         with engine.connect() as connection:
-            return int(connection.execute(text("SELECT pg_database_size(current_database())")).scalar_one())
+            return int(connection.execute(text(PG_STORAGE_BYTES)).scalar_one())
     pooled = engine.raw_connection()
     try:
-        dbapi = pooled.driver_connection
-        _checkpoint(dbapi)
-        path = _sqlite_file(engine)
-        if path is None:
-            page_count = dbapi.execute("PRAGMA page_count").fetchone()[0]
-            page_size = dbapi.execute("PRAGMA page_size").fetchone()[0]
-            return int(page_count * page_size)
-        return sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
+        return sqlite_storage_bytes(pooled.driver_connection, engine.url.database)
     finally:
         pooled.close()
 
@@ -104,14 +150,10 @@ def vacuum(engine: Engine) -> None:
     """Give freed pages back: VACUUM outside any transaction (SQLite), VACUUM ANALYZE in autocommit (PostgreSQL)."""
     if engine.dialect.name == "postgresql":
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-            connection.exec_driver_sql("VACUUM ANALYZE tool_outputs")
+            connection.exec_driver_sql(PG_VACUUM)
         return
     pooled = engine.raw_connection()
     try:
-        dbapi = pooled.driver_connection
-        if dbapi.in_transaction:  # a pooled connection is returned rolled back; be sure, VACUUM refuses otherwise
-            dbapi.execute("ROLLBACK")
-        dbapi.execute("VACUUM")
-        _checkpoint(dbapi)
+        sqlite_vacuum(pooled.driver_connection)
     finally:
         pooled.close()

@@ -27,7 +27,6 @@ from sqlalchemy import (
     bindparam,
     column,
     func,
-    literal,
     literal_column,
     or_,
     select,

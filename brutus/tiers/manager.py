@@ -6,8 +6,8 @@ Rules:
   in a state that benefits the next"); its selections are all made on that one view, then summarized one
   summarizer call each, then written. A summary names its range by original ids, so writing one does not
   move the others.
-- The run is a generator (``tier_flow``) over two actions, ``Summarize`` and ``Append``, so the same
-  decisions drive the store (``run_tiers``), an in-memory history (``apply_tiers``) or an async runner.
+- The run is a flow (``tier_flow``, ``brutus.flows``) over two actions, ``Summarize`` and ``Append``, so the
+  same decisions drive either store (``run_tiers``) and an in-memory history (``apply_tiers``).
   Nothing here does I/O.
 - Never crash: a summarizer failure falls back to the extractive summary, then to the truncation text (the
   ``summarizers.fallbacks``); a request larger than ``summarizer_context`` is shrunk first.
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidInput
+from ..flows import Summarize, drive_flow
 from ..ids import new_id
 from ..models import Message, MessageTime, MessageWithParts, TextPart
 from ..summarizers.base import Summary, SummaryRequest
@@ -48,7 +49,6 @@ __all__ = [
     "Summarize",
     "TierFlow",
     "apply_tiers",
-    "drive",
     "tier_flow",
 ]
 
@@ -83,12 +83,10 @@ class NewSummary:
 
 
 @dataclass(frozen=True)
-class Summarize:
-    request: SummaryRequest
-
-
-@dataclass(frozen=True)
 class Append:
+    """Write this summary (the store: a message and its text part in one transaction); send back the stored
+    message."""
+
     summary: NewSummary
 
 
@@ -170,27 +168,6 @@ def tier_flow(
     return report
 
 
-def drive(
-    flow: TierFlow,
-    summarize: Callable[[SummaryRequest], tuple[Summary, str | None]],
-    append: Callable[[NewSummary], MessageWithParts],
-) -> TierRunReport:
-    """Run a ``tier_flow`` to its end with a summarize and an append function (synchronously)."""
-    try:
-        action = next(flow)
-        while True:
-            outcome = summarize(action.request) if isinstance(action, Summarize) else append(action.summary)
-            action = flow.send(outcome)
-    except StopIteration as stop:
-        return stop.value
-
-
-def _with_fallbacks(summarizer: Any) -> Callable[[SummaryRequest], tuple[Summary, str | None]]:
-    from ..summarizers.fallbacks import summarize_with_fallbacks
-
-    return lambda request: summarize_with_fallbacks(summarizer, request)
-
-
 class StrategyManager:
     """Runs the tier strategies in ADR-0041's order (or the ones given) with one ``TierConfig``."""
 
@@ -215,7 +192,14 @@ class StrategyManager:
         session_id: str | None = None,
     ) -> TierRunReport:
         """One run: summaries from ``summarizer`` (with fallbacks), each written by ``append``."""
-        return drive(self.flow(history, session_id=session_id), _with_fallbacks(summarizer), append)
+        from ..summarizers.fallbacks import summarize_with_fallbacks
+
+        def act(action: Summarize | Append) -> Any:
+            if isinstance(action, Summarize):
+                return summarize_with_fallbacks(summarizer, action.request)
+            return append(action.summary)
+
+        return drive_flow(self.flow(history, session_id=session_id), act)
 
 
 def _memory_message(new: NewSummary, session_id: str, seq: int, now: int) -> MessageWithParts:

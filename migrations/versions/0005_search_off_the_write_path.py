@@ -41,8 +41,8 @@ PostgreSQL:
   (a sequence) would get wrong; a snapshot says exactly which transactions an index run saw.
   ``search_xid >= pg_snapshot_xmin(indexed)`` (a btree index) narrows the rows to the recent ones first.
 - Indexing (in one transaction, holding the state row so that two runs take turns): take a snapshot, upsert the
-  vectors of the rows pending against the old one, drop the vector of a part that is no longer text, store
-  the new snapshot. What a run saw beyond its snapshot is indexed again by the next: upserts, so harmless.
+  vectors of the rows pending against the old one, store the new snapshot (a part that is no longer text
+  keeps its old vector, which a search leaves out by the part's type). What a run saw beyond its snapshot is indexed again by the next: upserts, so harmless.
 - ``brutus_search_vector`` and ``brutus_json_strings`` stay as 0004 made them.
 
 One transaction: the caller's (``brutus.db.migrate``).
@@ -63,27 +63,21 @@ down_revision: Union[str, Sequence[str], None] = '0004'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
-# The documents as 0004 defines them (copies, not imports: later code must not change an old revision).
-# Kinds: 0 a part's text, 1 a tool call, 2 a tool output.
-LIMIT = 200_000
-TEXT_TYPES = "('text', 'reasoning')"
+
+def _revision_0004():
+    """0004's module: its documents and, for the downgrade, its triggers and indexes (an old revision is read,
+    never changed)."""
+    path = Path(__file__).with_name("0004_search.py")
+    spec = importlib.util.spec_from_file_location("brutus_revision_0004", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _text(row: str) -> str:
-    return f"substr(json_extract({row}.data, '$.text'), 1, {LIMIT})"
-
-
-def _call(row: str) -> str:
-    strings = f"(SELECT group_concat(j.value, ' ') FROM json_tree({row}.input) AS j WHERE j.type = 'text')"
-    return (
-        f"substr({row}.tool || ' ' || coalesce({row}.title, '') || ' ' || coalesce({row}.error, '') || ' ' || "
-        f"coalesce({strings}, ''), 1, {LIMIT})"
-    )
-
-
-def _output(row: str) -> str:
-    return f"substr({row}.output, 1, {LIMIT})"
-
+REVISION_0004 = _revision_0004()
+# The documents as 0004 defines them. Kinds: 0 a part's text, 1 a tool call, 2 a tool output.
+TEXT_TYPES = REVISION_0004.TEXT_TYPES
+_text, _call, _output = REVISION_0004._sqlite_text, REVISION_0004._sqlite_call, REVISION_0004._sqlite_output
 
 # table, its part id column, kind, document, the columns the document is made of, which rows have one
 TABLES = (
@@ -214,19 +208,9 @@ def _pg_downgrade() -> list[str]:
         if kind:
             statements.append(f"DROP TRIGGER search_{table}_forget ON {table}")
     statements += ["DROP FUNCTION brutus_search_touch()", "DROP FUNCTION brutus_search_forget()"]
-    old = _revision_0004()
-    for name, (table, expression) in old.PG_INDEXES.items():
-        statements.append(f"CREATE INDEX {name} ON {table} USING gin (({old._pg_document(expression)}))")
+    for name, (table, expression) in REVISION_0004.PG_INDEXES.items():
+        statements.append(f"CREATE INDEX {name} ON {table} USING gin (({REVISION_0004._pg_document(expression)}))")
     return statements
-
-
-def _revision_0004():
-    """0004's module, for its trigger definitions (loaded, not copied: a downgrade restores exactly them)."""
-    path = Path(__file__).with_name("0004_search.py")
-    spec = importlib.util.spec_from_file_location("brutus_revision_0004", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def upgrade() -> None:
@@ -256,5 +240,5 @@ def downgrade() -> None:
     op.execute("DROP TABLE search_state")
     op.execute("CREATE TABLE search_state (indexed INTEGER NOT NULL)")
     op.execute("INSERT INTO search_state (indexed) SELECT coalesce(max(key), 0) FROM search_keys")
-    for statement in _revision_0004().SQLITE_TRIGGERS:
+    for statement in REVISION_0004.SQLITE_TRIGGERS:
         op.execute(statement)
