@@ -282,10 +282,10 @@ def run(cfg: Config) -> Section:
         ),
         Goal("brutus commit per call <= 2x raw sqlite3", ratio(ms["brutus_call"], ms["raw_call"]), 2.0),
         Goal("brutus batch() <= 2x raw sqlite3", ratio(ms["brutus_batch"], ms["raw_batch"]), 2.0),
-        Goal(
-            f"brutus append_messages(turn) <= 1.0x {PEER_BASE} add_items(turn)",
+        Goal(  # issue #20's goal 1
+            f"brutus append_messages(turn) <= 0.8x {PEER_BASE} add_items(turn)",
             ratio(ms["brutus_whole"], base_one),
-            1.0,
+            0.8,
         ),
         Goal("brutus append_messages <= 2x raw sqlite3", ratio(ms["brutus_whole"], ms["raw_whole"]), 2.0),
     ]

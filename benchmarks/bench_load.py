@@ -75,7 +75,8 @@ def full_history(cfg: Config, repeats: int) -> tuple[Table, list[Goal], dict]:
         f"{len(loaded):,} MessageWithParts and every model nested in them"
         + (f"; the fastest peer's whole load: {fastest:.1f} ms" if fastest else "")
     )
-    goals = [Goal("brutus messages() on 4,000 items <= 1.0x the fastest peer", ratio(base, fastest), 1.0)]
+    # issue #20's goal 4: within 2x of the fastest peer (all of them store JSON blobs)
+    goals = [Goal("brutus messages() on 4,000 items <= 2.0x the fastest JSON-blob peer", ratio(base, fastest), 2.0)]
     return table, goals, {"items": items, "brutus": brutus, "raw": raw, "brutus_own_ms": round(own, 2), "peers": peers}
 
 
