@@ -327,6 +327,25 @@ def test_a_rowid_given_out_again_counts_as_pending(tmp_path) -> None:
     _sqlite_index_is_exact(url, catch_up=True)
 
 
+def test_a_rowid_given_out_again_after_a_tool_part_counts_as_pending(tmp_path) -> None:
+    """The highest indexed row may be a part with no document of its own (a tool part): its delete lowers the
+    mark too, or the next text part would take its number and never be indexed."""
+    url = f"sqlite:///{tmp_path / 'reuse-tool.db'}"
+    with SessionStore.open(url) as store:
+        session = store.create_session()
+        first = store.append_message(session.id, "user")
+        store.append_part(first.id, _text("an aardvark"))
+        last = store.append_message(session.id, "assistant")
+        store.append_part(last.id, _tool("c1", "bash", "ls", "a wombat"))
+        _sqlite_index_is_exact(url, catch_up=True)
+        assert store.rewind(session.id, last.id) == 1
+        again = store.append_message(session.id, "user")
+        store.append_part(again.id, _text("a numbat"))
+        assert [h.message_id for h in store.search("numbat")] == [again.id]
+        assert store.search("wombat") == []
+    _sqlite_index_is_exact(url, catch_up=True)
+
+
 def test_a_search_while_another_writer_holds_the_database_reads_what_is_pending(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The writer's search cannot index while another connection holds the write lock past the busy timeout:
     it still answers, reading the pending documents itself, and indexes at the next search."""

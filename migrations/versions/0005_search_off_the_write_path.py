@@ -96,7 +96,7 @@ def _pending_select(table: str, id_column: str, kind: int, body, when: str | Non
     )
 
 
-def _triggers(table: str, id_column: str, kind: int, body, columns: tuple[str, ...], when: str | None) -> list[str]:
+def _triggers(table: str, id_column: str, kind: int, body, columns: tuple[str, ...], _when: str | None) -> list[str]:
     indexed = f"old.rowid <= (SELECT {table}_seen FROM search_state)"
     keys = f"FROM search_keys WHERE part_id = old.{id_column} AND kind = {kind}"
     forget = (  # FTS5 forgets an indexed document only when told its old text
@@ -107,11 +107,11 @@ def _triggers(table: str, id_column: str, kind: int, body, columns: tuple[str, .
     stale = f"INSERT OR IGNORE INTO search_stale(part_id, kind) VALUES (new.{id_column}, {kind});"
     changed = " OR ".join(f"old.{c} IS NOT new.{c}" for c in (id_column, *columns))
     of = ", ".join((id_column, *columns))
-    scope = f" AND {when.format(row='old')}" if when else ""
     return [
         f"CREATE TRIGGER search_{table}_update AFTER UPDATE OF {of} ON {table} "
         f"WHEN {indexed} AND ({changed}) BEGIN\n  {forget}\n  {stale}\nEND",
-        f"CREATE TRIGGER search_{table}_delete AFTER DELETE ON {table} WHEN {indexed}{scope} BEGIN\n  {forget}\n"
+        # every row at or below the mark, a document or not (a tool part): its number may be the highest
+        f"CREATE TRIGGER search_{table}_delete AFTER DELETE ON {table} WHEN {indexed} BEGIN\n  {forget}\n"
         f"  DELETE FROM search_stale WHERE part_id = old.{id_column} AND kind = {kind};\n"
         # the highest rows gone: the next row takes their numbers, which must count as pending
         f"  UPDATE search_state SET {table}_seen = {newest} WHERE {table}_seen > {newest};\nEND",
