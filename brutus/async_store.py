@@ -56,7 +56,7 @@ from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engi
 from .db.migrate import prepare_schema
 from .db.sqlite_driver import SQLiteDriver, sqlite_transaction
 from .db.statements import Op
-from .errors import DatabaseError, InvalidInput
+from .errors import InvalidInput
 from .flows import Summarize, Tx, Vacuum, adrive_flow
 from .models import (
     CompactionConfig,
@@ -466,10 +466,11 @@ class AsyncSessionStore:
             return await asummarize_with_fallbacks(summarizer, action.request)
         with translate_errors():
             if self._workers is not None:
-                step = gc_ops.sqlite_vacuum if isinstance(action, Vacuum) else gc_ops.sqlite_storage_bytes
                 worker = self._workers.take()
                 try:
-                    return await worker.call(step, self.engine.url.database)
+                    if isinstance(action, Vacuum):
+                        return await worker.call(gc_ops.sqlite_vacuum)
+                    return await worker.call(gc_ops.sqlite_storage_bytes, self.engine.url.database)
                 finally:
                     await self._workers.give_back(worker)
             async with self.engine.connect() as connection:
@@ -530,25 +531,19 @@ class AsyncSessionStore:
     ) -> list[SearchHit]:
         """``SessionStore.search``: full-text search over every session's whole history, newest first (on
         SQLite, indexing what was written since first, as the sync store does)."""
-        from .db.search_ops import index_pending, search
+        from .db.search_ops import search_flow
 
-        if not self.read_only:
-            try:
-                await self._run(index_pending(self.engine.dialect.name))
-            except DatabaseError:
-                pass
-        return await self._run(
-            search(
-                query,
-                dialect=self.engine.dialect.name,
-                session_id=session_id,
-                role=role,
-                tool=tool,
-                since=since,
-                limit=limit,
-            ),
-            write=False,
+        flow = search_flow(
+            query,
+            dialect=self.engine.dialect.name,
+            index=not self.read_only,
+            session_id=session_id,
+            role=role,
+            tool=tool,
+            since=since,
+            limit=limit,
         )
+        return await adrive_flow(flow, partial(self._act, None))
 
     # -- maintenance ----------------------------------------------------------------------------------------------
 

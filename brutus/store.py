@@ -489,25 +489,19 @@ class SessionStore:
         It first puts what was written since into the index (a write transaction of its own: writes leave the
         index alone), unless the store is read-only or that fails (another writer holding a SQLite database
         past the busy timeout): the search then reads those documents itself."""
-        from .db.search_ops import index_pending, search
+        from .db.search_ops import search_flow
 
-        if not self.read_only:
-            try:
-                self._run(index_pending(self.engine.dialect.name))
-            except DatabaseError:
-                pass
-        return self._run(
-            search(
-                query,
-                dialect=self.engine.dialect.name,
-                session_id=session_id,
-                role=role,
-                tool=tool,
-                since=since,
-                limit=limit,
-            ),
-            write=False,
+        flow = search_flow(
+            query,
+            dialect=self.engine.dialect.name,
+            index=not self.read_only,
+            session_id=session_id,
+            role=role,
+            tool=tool,
+            since=since,
+            limit=limit,
         )
+        return drive_flow(flow, partial(self._act, None))
 
     def gc(self, before: int, *, dry_run: bool = False) -> GcResult:
         """Drop the output text of parts pruned before ``before`` (epoch ms), keeping their tool state and token

@@ -151,7 +151,7 @@ def test_close_while_a_checkpoint_runs(tmp_path: Path, delay: float) -> None:
     store = SessionStore.open(f"sqlite:///{path}")
     session_id = store.create_session().id
     agent_step(store, session_id, "big", output_bytes=2_000_000)
-    time.sleep(delay)
+    time.sleep(delay)  # the behaviour: close at once, or while the checkpoint of that big write is under way
     store.close()  # joins the thread, whatever it was doing
     assert not _checkpoint_threads(path)
     reopened = SessionStore.open(f"sqlite:///{path}")

@@ -125,7 +125,7 @@ def sqlite_storage_bytes(dbapi: Any, database: str | None) -> int:
     return sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
 
 
-def sqlite_vacuum(dbapi: Any, database: str | None = None) -> None:
+def sqlite_vacuum(dbapi: Any) -> None:
     """SQLite, on a sqlite3 connection: VACUUM outside any transaction, then a WAL checkpoint."""
     if dbapi.in_transaction:  # a pooled connection is returned rolled back; be sure, VACUUM refuses otherwise
         dbapi.execute("ROLLBACK")

@@ -20,6 +20,7 @@ read per hit for its text. Kinds: 0 a part's text, 1 a tool call, 2 a tool outpu
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
 from typing import Any
 
 from sqlalchemy import (
@@ -35,7 +36,7 @@ from sqlalchemy import (
     union_all,
 )
 
-from ..errors import InvalidInput, NotFound
+from ..errors import DatabaseError, InvalidInput, NotFound
 from ..search import SearchHit, make_snippet, query_words
 from ..search import matches as text_matches
 from .convert import text_out
@@ -43,7 +44,7 @@ from .sqlite_driver import prebuilt
 from .ops import check_id
 from .statements import SESSION_ID, M, O, Op, P, S, T, step
 
-__all__ = ["DEFAULT_LIMIT", "index_pending", "optimize_index", "search"]
+__all__ = ["DEFAULT_LIMIT", "index_pending", "optimize_index", "search", "search_flow"]
 
 DEFAULT_LIMIT = 50
 FIELDS = {0: "text", 1: "call", 2: "output"}
@@ -152,6 +153,20 @@ def index_pending(dialect: str, *, keyless: bool = False) -> Op:
     for statement in _SQLITE_SETTLED:
         yield step(statement)
     return True
+
+
+def search_flow(query: Any, *, dialect: str, index: bool, **filters: Any) -> Generator[Any, Any, list[SearchHit]]:
+    """A search as a flow (``brutus.flows``): with ``index`` (a store that may write), what is pending goes
+    into the index first, in a transaction of its own; if that fails (a read-only file, another SQLite writer
+    holding the lock past the busy timeout), the search reads the pending documents itself."""
+    from ..flows import Tx
+
+    if index:
+        try:
+            yield Tx(index_pending(dialect))
+        except DatabaseError:
+            pass
+    return (yield Tx(search(query, dialect=dialect, **filters), write=False))
 
 
 def optimize_index() -> Op:

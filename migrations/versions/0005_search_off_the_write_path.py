@@ -96,7 +96,7 @@ def _pending_select(table: str, id_column: str, kind: int, body, when: str | Non
     )
 
 
-def _triggers(table: str, id_column: str, kind: int, body, columns: tuple[str, ...], _when: str | None) -> list[str]:
+def _triggers(table: str, id_column: str, kind: int, body, columns: tuple[str, ...]) -> list[str]:
     indexed = f"old.rowid <= (SELECT {table}_seen FROM search_state)"
     keys = f"FROM search_keys WHERE part_id = old.{id_column} AND kind = {kind}"
     forget = (  # FTS5 forgets an indexed document only when told its old text
@@ -133,7 +133,7 @@ SQLITE_UPGRADE = [
     f"INSERT INTO search_state ({MARKS}) SELECT {NEWEST_ROWIDS}",
     "CREATE TABLE search_stale (part_id VARCHAR(64) NOT NULL, kind INTEGER NOT NULL, PRIMARY KEY (part_id, kind))",
     "CREATE VIEW search_pending AS " + " UNION ALL ".join(_pending_select(t, i, k, b, w) for t, i, k, b, _, w in TABLES),
-    *(trigger for spec in TABLES for trigger in _triggers(*spec)),
+    *(trigger for t, i, k, b, c, _ in TABLES for trigger in _triggers(t, i, k, b, c)),
 ]
 
 
