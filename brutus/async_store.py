@@ -54,7 +54,7 @@ from .db.checkpoint import Checkpointer
 from .db.compaction_ops import list_compactions
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.migrate import prepare_schema
-from .db.sqlite_driver import SQLiteDriver, sqlite_transaction
+from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction
 from .db.statements import Op
 from .errors import InvalidInput
 from .flows import Summarize, Tx, Vacuum, adrive_flow
@@ -94,19 +94,6 @@ class _Batch:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     open: bool = True
     begun: bool = False  # SQLite: a call was sent, so its trip began the transaction
-
-
-def _end_sqlite(conn: Any, commit: bool) -> None:
-    """COMMIT (or ROLLBACK) the transaction open on the sqlite3 connection ``conn``, if any; a COMMIT that
-    fails is rolled back. Runs in the connection's thread."""
-    if not conn.in_transaction:
-        return
-    try:
-        conn.execute("COMMIT" if commit else "ROLLBACK")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
 
 
 def _prepare_schema(url: str, auto_migrate: bool, create: bool, read_only: bool) -> None:
@@ -234,7 +221,7 @@ class AsyncSessionStore:
         """``op`` inside a batch, in the connection's thread: the batch's first call begins its transaction
         (``BEGIN IMMEDIATE``, the write lock before any statement), in the same trip."""
         if not conn.in_transaction:
-            conn.execute("BEGIN IMMEDIATE")
+            sqlite_begin(conn, write=True)
         return self._drive_sqlite(conn, op)
 
     def _drive_sqlite(self, conn: Any, op: Op) -> Any:
@@ -264,13 +251,13 @@ class AsyncSessionStore:
                 async with self._batch_open(batch):
                     yield self
                 if batch.begun:
-                    await worker.call(_end_sqlite, True)
+                    await worker.call(sqlite_end, True)
             committed = True
         finally:
             try:
                 if batch.begun and not committed:  # also after a cancelled call, which the thread completes
                     with translate_errors():
-                        await worker.call(_end_sqlite, False)
+                        await worker.call(sqlite_end, False)
             finally:
                 await self._workers.give_back(worker)
         if batch.begun:

@@ -28,7 +28,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 from .db import edit_ops, history_ops, ops
 from .db.checkpoint import Checkpointer
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
-from .db.sqlite_driver import SQLiteDriver, sqlite_transaction
+from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction
 from .db.migrate import prepare_schema
 from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
@@ -226,14 +226,13 @@ class SessionStore:
         with translate_errors():
             if self._fast is not None:
                 dbapi = self._driver_connection()
-                dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                sqlite_begin(dbapi, write)
                 try:
                     yield dbapi
-                    dbapi.execute("COMMIT")
                 except BaseException:
-                    if dbapi.in_transaction:
-                        dbapi.execute("ROLLBACK")
+                    sqlite_end(dbapi, False)
                     raise
+                sqlite_end(dbapi, True)
                 if write:
                     self._checkpointer.committed()  # type: ignore[union-attr]
                 return

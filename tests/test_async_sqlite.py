@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from brutus import AsyncSessionStore, DatabaseError, InvalidInput
-from brutus.async_store import _end_sqlite
 from brutus.db.async_sqlite import SQLiteThread
+from brutus.db.sqlite_driver import sqlite_end
 
 pytestmark = pytest.mark.anyio
 
@@ -98,7 +98,7 @@ async def test_a_batch_is_a_trip_per_call_and_one_for_commit(
             msg = await store.append_message(ses.id, "user")
             await store.append_part(msg.id, {"type": "text", "text": "x"})
             await store.append_part(msg.id, {"type": "text", "text": "y"})
-        assert sent == ["_drive_in_batch"] * 3 + ["_end_sqlite"]  # the first call's trip began the transaction
+        assert sent == ["_drive_in_batch"] * 3 + ["sqlite_end"]  # the first call's trip began the transaction
         assert [p.text for p in (await store.messages(ses.id))[0].parts] == ["x", "y"]
         assert len(taken) == 1 and not taken[0].in_transaction
         sent.clear()
@@ -232,9 +232,9 @@ class FailingCommit:
 def test_a_failed_commit_is_rolled_back() -> None:
     conn = FailingCommit()
     with pytest.raises(sqlite3.OperationalError):
-        _end_sqlite(conn, True)
+        sqlite_end(conn, True)
     assert conn.sent == ["COMMIT", "ROLLBACK"] and not conn.in_transaction
-    _end_sqlite(conn, False)  # nothing open: nothing sent
+    sqlite_end(conn, False)  # nothing open: nothing sent
     assert conn.sent == ["COMMIT", "ROLLBACK"]
 
 
@@ -246,15 +246,15 @@ async def test_a_failed_batch_commit_is_a_brutus_error_and_writes_nothing(
     def failing(conn: Any, commit: bool) -> None:
         if commit:
             raise sqlite3.OperationalError("disk I/O error")
-        _end_sqlite(conn, commit)
+        sqlite_end(conn, commit)
 
     async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'g.db'}") as store:
         ses = await store.create_session()
-        monkeypatch.setattr(async_store, "_end_sqlite", failing)
+        monkeypatch.setattr(async_store, "sqlite_end", failing)
         with pytest.raises(DatabaseError, match="disk I/O error"):
             async with store.batch():
                 await store.append_message(ses.id, "user")
-        monkeypatch.setattr(async_store, "_end_sqlite", _end_sqlite)
+        monkeypatch.setattr(async_store, "sqlite_end", sqlite_end)
         assert await store.messages(ses.id) == []
         await store.append_message(ses.id, "user")
         assert len(await store.messages(ses.id)) == 1

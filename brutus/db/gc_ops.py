@@ -28,6 +28,7 @@ from sqlalchemy.types import BigInteger
 from ..errors import InvalidInput
 from ..reports import GcResult
 from .statements import O, Op, T, step
+from .sqlite_driver import sqlite_end
 
 __all__ = ["drop_pruned_outputs", "gc_flow", "sqlite_storage_bytes", "sqlite_vacuum", "storage_bytes", "vacuum"]
 
@@ -127,8 +128,7 @@ def sqlite_storage_bytes(dbapi: Any, database: str | None) -> int:
 
 def sqlite_vacuum(dbapi: Any) -> None:
     """SQLite, on a sqlite3 connection: VACUUM outside any transaction, then a WAL checkpoint."""
-    if dbapi.in_transaction:  # a pooled connection is returned rolled back; be sure, VACUUM refuses otherwise
-        dbapi.execute("ROLLBACK")
+    sqlite_end(dbapi, commit=False)  # a pooled connection is returned rolled back; be sure, VACUUM refuses otherwise
     dbapi.execute("VACUUM")
     _checkpoint(dbapi)
 

@@ -23,7 +23,7 @@ from sqlalchemy.sql import Executable
 
 from ..codec import JSONText, dumps_json, loads_json
 
-__all__ = ["SQLiteDriver", "prebuilt", "sqlite_transaction"]
+__all__ = ["SQLiteDriver", "prebuilt", "sqlite_begin", "sqlite_end", "sqlite_transaction"]
 
 _PREBUILT: dict[int, Executable] = {}
 
@@ -34,24 +34,37 @@ def prebuilt(statement: Executable) -> Executable:
     return statement
 
 
-def sqlite_transaction(
-    dbapi: Any, write: bool, committed: Callable[[], None], run: Callable[..., Any], *args: Any, cancelled: Any = None
-) -> Any:
-    """``run(*args)`` in a transaction of its own on the sqlite3 connection ``dbapi`` (``BEGIN IMMEDIATE`` for
-    a write): committed, or rolled back if it raises or ``cancelled`` (an event) is set by then; after a
-    write, ``committed()`` (the store's checkpoint thread). A call of the sync store, and of the async
-    store in its connection's thread."""
+def sqlite_begin(dbapi: Any, write: bool) -> None:
+    """Begin a transaction on the sqlite3 connection ``dbapi``: ``BEGIN IMMEDIATE`` for a write, so the write
+    lock is taken before any statement (a busy database fails here, not half-way)."""
     dbapi.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def sqlite_end(dbapi: Any, commit: bool) -> None:
+    """COMMIT (or ROLLBACK) the transaction open on ``dbapi``, if any; a COMMIT that fails is rolled back."""
+    if not dbapi.in_transaction:
+        return
     try:
-        value = run(*args)
-        if cancelled is not None and cancelled.is_set():
-            dbapi.execute("ROLLBACK")
-        else:
-            dbapi.execute("COMMIT")
+        dbapi.execute("COMMIT" if commit else "ROLLBACK")
     except BaseException:
         if dbapi.in_transaction:
             dbapi.execute("ROLLBACK")
         raise
+
+
+def sqlite_transaction(
+    dbapi: Any, write: bool, committed: Callable[[], None], run: Callable[..., Any], *args: Any, cancelled: Any = None
+) -> Any:
+    """``run(*args)`` in a transaction of its own on the sqlite3 connection ``dbapi``: committed, or rolled
+    back if it raises or ``cancelled`` (an event) is set by then; after a write, ``committed()`` (the store's
+    checkpoint thread). A call of the sync store, and of the async store in its connection's thread."""
+    sqlite_begin(dbapi, write)
+    try:
+        value = run(*args)
+    except BaseException:
+        sqlite_end(dbapi, False)
+        raise
+    sqlite_end(dbapi, cancelled is None or not cancelled.is_set())
     if write:
         committed()
     return value
