@@ -57,7 +57,7 @@ from .db.migrate import prepare_schema
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction
 from .db.statements import Op
 from .errors import InvalidInput
-from .flows import Summarize, Tx, Vacuum, adrive_flow
+from .flows import HeldLocks, Locked, Summarize, Tx, Vacuum, adrive_flow
 from .models import (
     CompactionConfig,
     CompactionRecord,
@@ -443,6 +443,7 @@ class AsyncSessionStore:
         """One action of a flow (``brutus.flows``), as ``SessionStore._act`` runs it: compaction, the tiers and
         gc go through here. gc's storage steps run on a connection outside any transaction: a SQLite
         connection's thread, or a PostgreSQL connection in autocommit."""
+        from .compaction.locks import async_compaction_lock, async_held_sessions
         from .db import gc_ops
 
         if isinstance(action, Tx):
@@ -451,7 +452,13 @@ class AsyncSessionStore:
             from .summarizers.fallbacks import asummarize_with_fallbacks
 
             return await asummarize_with_fallbacks(summarizer, action.request)
+        if isinstance(action, Locked):
+            with translate_errors():
+                async with async_compaction_lock(self.engine, action.session_id):
+                    return await self._run(action.op)
         with translate_errors():
+            if isinstance(action, HeldLocks):
+                return await async_held_sessions(self.engine, action.session_ids)
             if self._workers is not None:
                 worker = self._workers.take()
                 try:
@@ -535,12 +542,13 @@ class AsyncSessionStore:
     # -- maintenance ----------------------------------------------------------------------------------------------
 
     async def check(self, *, repair: bool = False) -> CheckReport:
-        """``SessionStore.check``: a whole-database read (and, with ``repair``, lock-holding writes), run by the
-        sync implementation in a worker thread like ``gc``."""
+        """``SessionStore.check``: the same flow (``brutus.db.check_ops.check_flow``)."""
+        from .db.check_ops import check_flow
+
         if self._batch.get() is not None:
             raise InvalidInput("check cannot run inside store.batch(): it reads the whole database, repairs commit")
-        url = self.engine.url.render_as_string(hide_password=False)
-        return await asyncio.to_thread(_check, url, repair, self.read_only, self.clock)
+        flow = check_flow(repair=repair, read_only=self.read_only, clock=self.clock)
+        return await adrive_flow(flow, partial(self._act, None))
 
     async def gc(self, before: int, *, dry_run: bool = False) -> GcResult:
         """``SessionStore.gc``: the same flow (``brutus.db.gc_ops.gc_flow``), VACUUM on a connection outside any
@@ -550,15 +558,4 @@ class AsyncSessionStore:
         if self._batch.get() is not None:
             raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
         return await adrive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
-
-
-def _check(url: str, repair: bool, read_only: bool, clock: Clock) -> CheckReport:
-    from .store import SessionStore
-
-    engine = make_engine(sync_url(url), create=False, read_only=read_only)
-    store = SessionStore(engine, url=redact(url), clock=clock, read_only=read_only)
-    try:
-        return store.check(repair=repair)
-    finally:
-        store.close()
 

@@ -1,14 +1,20 @@
-"""Multi-step flows: what a compaction, a tier run or gc does, written once and run by both stores.
+"""Multi-step flows: what a compaction, a tier run, gc, check or a search does, written once and run by both
+stores.
 
 A flow is a generator that yields **actions** and is sent each action's outcome; it never sees a connection,
 a summarizer or an event loop. Compaction (``brutus.compaction.engine.compaction_flow``), the tiers
-(``brutus.tiers.manager.tier_flow``) and gc (``brutus.db.gc_ops.gc_flow``) are flows. The actions:
+(``brutus.tiers.manager.tier_flow``), gc (``brutus.db.gc_ops.gc_flow``), check
+(``brutus.db.check_ops.check_flow``) and search (``brutus.db.search_ops.search_flow``) are flows. The
+actions:
 
 - ``Tx(op, write)``: a database operation (``brutus.db.*_ops``) in a transaction of its own; the outcome is
   what the operation returns.
 - ``Summarize(request)``: the summarizer with its fallbacks (``brutus.summarizers.fallbacks``); the outcome is
   ``(summary, fallback)``.
 - ``Vacuum()`` and ``StorageBytes()``: gc's storage steps, outside any transaction (``brutus.db.gc_ops``).
+- ``Locked(session_id, op)``: ``op`` in a write transaction while holding the session's compaction lock
+  (``brutus.compaction.locks``); ``CompactionInProgress`` if another caller holds it.
+- ``HeldLocks(session_ids)``: which of them some process holds the compaction lock of now.
 - a flow may define its own (the tiers' ``Append``).
 
 ``drive_flow(flow, handle)`` (sync store) and ``adrive_flow(flow, handle)`` (async store) run a flow: each
@@ -26,7 +32,7 @@ from typing import Any, TypeVar
 
 from .db.statements import Op
 
-__all__ = ["StorageBytes", "Summarize", "Tx", "Vacuum", "adrive_flow", "drive_flow"]
+__all__ = ["HeldLocks", "Locked", "StorageBytes", "Summarize", "Tx", "Vacuum", "adrive_flow", "drive_flow"]
 
 T = TypeVar("T")
 
@@ -50,6 +56,17 @@ class Vacuum:
 @dataclass(frozen=True)
 class StorageBytes:
     pass
+
+
+@dataclass(frozen=True)
+class Locked:
+    session_id: str
+    op: Op
+
+
+@dataclass(frozen=True)
+class HeldLocks:
+    session_ids: set[str]
 
 
 def drive_flow(flow: Generator[Any, Any, T], handle: Callable[[Any], Any]) -> T:

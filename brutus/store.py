@@ -32,7 +32,7 @@ from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_tra
 from .db.migrate import prepare_schema
 from .db.statements import Op, Step
 from .errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
-from .flows import StorageBytes, Summarize, Tx, Vacuum, drive_flow
+from .flows import HeldLocks, Locked, StorageBytes, Summarize, Tx, Vacuum, drive_flow
 from .models import (
     CompactionConfig,
     CompactionRecord,
@@ -443,16 +443,22 @@ class SessionStore:
             return drive_flow(flow, partial(self._act, summarizer))
 
     def _act(self, summarizer: Any, action: Any) -> Any:
-        """One action of a flow (``brutus.flows``): compaction, the tiers and gc go through here."""
+        """One action of a flow (``brutus.flows``): compaction, the tiers, gc, check and search go through here."""
         if isinstance(action, Tx):
             return self._run(action.op, write=action.write)
         if isinstance(action, Summarize):
             from .summarizers.fallbacks import summarize_with_fallbacks
 
             return summarize_with_fallbacks(summarizer, action.request)
+        from .compaction.locks import compaction_lock, held_sessions
         from .db import gc_ops
 
+        if isinstance(action, Locked):
+            with translate_errors(), compaction_lock(self.engine, action.session_id):
+                return self._run(action.op)
         with translate_errors():
+            if isinstance(action, HeldLocks):
+                return held_sessions(self.engine, action.session_ids)
             if isinstance(action, Vacuum):
                 return gc_ops.vacuum(self.engine)
             assert isinstance(action, StorageBytes), action
@@ -520,27 +526,12 @@ class SessionStore:
         from the rows in one transaction; the report then lists those ``repairs`` and what is left. Real
         corruption (orphans, gaps inside a history, mismatched rows) is never "repaired". Not inside
         ``store.batch()``."""
-        from .compaction.locks import compaction_lock, held_sessions
-        from .db import check_ops
-        from .errors import CompactionInProgress
+        from .db.check_ops import check_flow
 
         if self._batch.get() is not None:
             raise InvalidInput("check cannot run inside store.batch(): it reads the whole database, repairs commit")
-        repairs: list[Any] = []
-        if repair:
-            if self.read_only:
-                raise InvalidInput("check --repair needs a store that can write (this one is read-only)")
-            for session_id in sorted(self._run(check_ops.sessions_with_pending(), write=False)):
-                try:
-                    with translate_errors(), compaction_lock(self.engine, session_id):
-                        repairs += self._run(check_ops.fail_abandoned(session_id, now=self.clock()))
-                except CompactionInProgress:
-                    continue  # running: left alone
-            repairs += self._run(check_ops.repair_database())
-        report = self._run(check_ops.check_database(), write=False)
-        with translate_errors():
-            held = held_sessions(self.engine, check_ops.pending_sessions(report))
-        return check_ops.resolve_pending(report, held).model_copy(update={"repaired": repair, "repairs": repairs})
+        flow = check_flow(repair=repair, read_only=self.read_only, clock=self.clock)
+        return drive_flow(flow, partial(self._act, None))
 
     def run_tiers(
         self, session_id: str, summarizer: Summarizer | None = None, config: TierConfig | None = None

@@ -174,19 +174,31 @@ def test_async_store_check(store_url: str) -> None:
     import asyncio
 
     from brutus.async_store import AsyncSessionStore
+    from brutus.errors import InvalidInput
 
     store = SessionStore.open(store_url)
     session_id = compacted_session(store)
-    store.close()
     pending_marker(store_url, session_id)
 
     async def both() -> Any:
         async with await AsyncSessionStore.open(store_url) as async_store:
             return await async_store.check(), await async_store.check(repair=True)
 
+    async def read_only() -> None:
+        async with await AsyncSessionStore.open(store_url, read_only=True) as reader:
+            with pytest.raises(InvalidInput, match="read-only"):
+                await reader.check(repair=True)
+
+    with compaction_lock(store.engine, session_id):  # held elsewhere, as a running compaction holds it
+        plain, repaired = asyncio.run(both())
+    assert [n.kind for n in plain.notices] == ["running-compaction"] and plain.repairs == []
+    assert [n.kind for n in repaired.notices] == ["running-compaction"] and repaired.repairs == []
+    assert scalar(store_url, "SELECT status FROM compactions WHERE id = 'cmp_killed'") == "pending"
+    asyncio.run(read_only())
     plain, repaired = asyncio.run(both())
     assert [n.kind for n in plain.notices] == ["abandoned-compaction"] and plain.repairs == []
     assert [r.kind for r in repaired.repairs] == ["abandoned-compaction"] and repaired.notices == []
+    store.close()
 
 
 # -- compact refuses without a marker; stats counts refusals apart ------------------------------------------------

@@ -25,7 +25,7 @@ from sqlalchemy import Engine, text
 
 from ..errors import CompactionInProgress
 
-__all__ = ["advisory_key", "async_compaction_lock", "compaction_lock", "held_sessions", "lock_file"]
+__all__ = ["advisory_key", "async_compaction_lock", "async_held_sessions", "compaction_lock", "held_sessions", "lock_file"]
 
 
 def advisory_key(session_id: str) -> int:
@@ -100,12 +100,27 @@ def held_sessions(engine: Engine, session_ids: Iterable[str]) -> set[str]:
     """Of ``session_ids``, those whose compaction lock some process holds now. Takes no lock and writes
     nothing (a read-only store can ask)."""
     wanted = set(session_ids)
-    if not wanted:
-        return set()
-    if engine.dialect.name == "postgresql":
-        with engine.connect() as connection:
-            held = {(r.hi, r.lo) for r in connection.execute(_PG_HELD)}
-        return {s for s in wanted if _halves(advisory_key(s)) in held}
+    if not wanted or engine.dialect.name != "postgresql":
+        return _files_held(engine, wanted)
+    with engine.connect() as connection:
+        return _pg_held(wanted, connection.execute(_PG_HELD))
+
+
+async def async_held_sessions(engine: Any, session_ids: Iterable[str]) -> set[str]:
+    """``held_sessions`` for an ``AsyncEngine``."""
+    wanted = set(session_ids)
+    if not wanted or engine.dialect.name != "postgresql":
+        return _files_held(engine, wanted)
+    async with engine.connect() as connection:
+        return _pg_held(wanted, await connection.execute(_PG_HELD))
+
+
+def _pg_held(wanted: set[str], rows: Iterable[Any]) -> set[str]:
+    held = {(r.hi, r.lo) for r in rows}
+    return {s for s in wanted if _halves(advisory_key(s)) in held}
+
+
+def _files_held(engine: Any, wanted: set[str]) -> set[str]:
     return {s for s in wanted if _file_held(engine.url.database or "", s)}
 
 

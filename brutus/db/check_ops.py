@@ -27,12 +27,14 @@ Reads light columns only: no part data but compaction parts, no output text.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Generator
 from typing import Any
 
 from sqlalchemy import func, select, update
 
 from ..check import LightMessage, expected_boundary, light_history, seq_anomalies
+from ..errors import CompactionInProgress, InvalidInput
+from ..flows import HeldLocks, Locked, Tx
 from ..reports import CheckReport, Notice, Problem, Repair
 from . import statements as st
 from .compaction_ops import ABANDONED
@@ -40,6 +42,7 @@ from .statements import C, M, O, Op, P, S, T, step
 
 __all__ = [
     "check_database",
+    "check_flow",
     "fail_abandoned",
     "pending_sessions",
     "repair_database",
@@ -225,6 +228,25 @@ def check_database() -> Op:
     ]
     problems += yield from _counters()
     return CheckReport(sessions=len(sessions), messages=messages, parts=parts, problems=problems, notices=notices)
+
+
+def check_flow(*, repair: bool, read_only: bool, clock: Callable[[], int]) -> Generator[Any, Any, CheckReport]:
+    """``store.check`` as a flow (``brutus.flows``): with ``repair``, each session's abandoned markers failed
+    under its compaction lock (a session whose lock is held is running: left alone), then the derived
+    columns rebuilt; then the check, its pending markers told apart by whose lock is held now."""
+    repairs: list[Repair] = []
+    if repair:
+        if read_only:
+            raise InvalidInput("check --repair needs a store that can write (this one is read-only)")
+        for session_id in sorted((yield Tx(sessions_with_pending(), write=False))):
+            try:
+                repairs += yield Locked(session_id, fail_abandoned(session_id, now=clock()))
+            except CompactionInProgress:
+                continue  # running: left alone
+        repairs += yield Tx(repair_database())
+    report = yield Tx(check_database(), write=False)
+    held = yield HeldLocks(pending_sessions(report))
+    return resolve_pending(report, held).model_copy(update={"repaired": repair, "repairs": repairs})
 
 
 def pending_sessions(report: CheckReport) -> set[str]:
