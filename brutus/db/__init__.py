@@ -15,7 +15,8 @@ How a call runs (``store.append_message(...)``, say), from the top:
    ========================  ==============================================================================
    sync store, SQLite        ``sqlite_driver.SQLiteDriver`` on the store's sqlite3 connection (statements
                              compiled once), inside ``sqlite_driver.sqlite_transaction``: BEGIN IMMEDIATE for a
-                             write, COMMIT, then the checkpoint thread is told (``checkpoint.py``)
+                             write, COMMIT, then the checkpoint thread is told (``checkpoint.py``); every
+                             SQLite BEGIN / COMMIT / ROLLBACK is ``sqlite_begin`` / ``sqlite_end``
    sync store, PostgreSQL    SQLAlchemy Core on a pooled connection, ``brutus.store.drive``
    async store, SQLite       the same ``SQLiteDriver`` and ``sqlite_transaction`` on a sqlite3 connection in a
                              thread of brutus's own, one trip per call, the event loop awaiting its result
@@ -26,11 +27,12 @@ How a call runs (``store.append_message(...)``, say), from the top:
    ``store.batch()``         any of the above, with one transaction over the calls inside it
    ========================  ==============================================================================
 
-4. Multi-step work (a compaction, a tier run, gc) is a flow (``brutus.flows``): a generator that yields its
-   transactions (``Tx``), summarizer calls (``Summarize``) and gc's storage steps (``Vacuum``,
-   ``StorageBytes``) in turn, with the slow part outside any transaction. One interpreter per store
-   (``drive_flow``, ``adrive_flow``) sends each action to the store's ``_act``: ``compaction.engine``,
-   ``tiers.manager`` and ``db.gc_ops.gc_flow`` are written once for both. The live conversation
+4. Multi-step work (a compaction, a tier run, gc, check, search) is a flow (``brutus.flows``): a generator
+   that yields its transactions (``Tx``), summarizer calls (``Summarize``), work under a session's compaction
+   lock (``Locked``, ``HeldLocks``) and gc's storage steps (``Vacuum``, ``StorageBytes``) in turn, with the
+   slow part outside any transaction. One interpreter per store (``drive_flow``, ``adrive_flow``) sends each
+   action to the store's ``_act``: ``compaction.engine``, ``tiers.manager``, ``gc_ops.gc_flow``,
+   ``check_ops.check_flow`` and ``search_ops.search_flow`` are written once for both. The live conversation
    (``brutus.live.flows``) is a flow over store calls of its own.
 
 Start-up: ``import brutus`` imports nothing heavy (the public names load on first use, ``brutus/__init__.py``),
