@@ -3,6 +3,10 @@
 PostgreSQL runs when ``BRUTUS_TEST_POSTGRES_URL`` is set (``.ci/run`` sets it). Each test run creates its own
 database on that server; tests share it and start from empty tables. Under CI (``CI`` set) a missing URL is
 an error, never a silent skip.
+
+The slow reliability tests (marked ``slow``: crashes, races, fuzzing, every corpus session) run when
+``BRUTUS_TEST_SLOW`` or ``CI`` is set (``.ci/run`` sets it) or when ``-m`` chooses; otherwise they are
+deselected, and the header says so.
 """
 
 from __future__ import annotations
@@ -23,9 +27,31 @@ BACKENDS = ["sqlite", "postgresql"]
 TABLES = "compactions, tool_outputs, tool_states, parts, messages, sessions"
 
 
+SLOW_ENV = "BRUTUS_TEST_SLOW"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("CI") and not os.environ.get(PG_ENV):
         raise pytest.UsageError(f"CI is set but {PG_ENV} is not: the PostgreSQL suite must run in CI")
+
+
+def _runs_slow(config: pytest.Config) -> bool:
+    return bool(os.environ.get(SLOW_ENV) or os.environ.get("CI") or config.getoption("markexpr"))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if _runs_slow(config):
+        return "brutus: slow reliability tests included"
+    return f"brutus: slow reliability tests deselected (set {SLOW_ENV}=1 to run them, as .ci/run does)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _runs_slow(config):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
 class PostgresServer:

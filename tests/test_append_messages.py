@@ -85,6 +85,7 @@ def boundary(store: SessionStore, session_id: str) -> tuple[Any, ...]:
     return tuple(row)
 
 
+@pytest.mark.slow  # every corpus session: CI runs it
 @pytest.mark.parametrize("path", all_files(), ids=lambda p: p.name)
 def test_real_sessions_copy_exactly(tmp_path: Path, store: SessionStore, path: Path) -> None:
     """Each corpus session (OpenCode exports, Claude Code transcripts), read back and written again in one

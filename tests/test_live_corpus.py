@@ -15,7 +15,13 @@ from corpus_helpers import corpus_file
 from live_helpers import MODEL, SYSTEM, THINKING, TOOLS, client, drive, popping, scripted_steps
 
 WINDOW = 60_000
-RUNS = [("0a725fb5", False), ("da4409c0", False), ("f67ab274", False), ("0a725fb5", True)]
+# The first runs in every pytest; the longer ones are reliability runs (``slow``: CI runs them).
+RUNS = [
+    pytest.param("0a725fb5", False, id="0a725fb5"),
+    pytest.param("da4409c0", False, id="da4409c0", marks=pytest.mark.slow),
+    pytest.param("f67ab274", False, id="f67ab274", marks=pytest.mark.slow),
+    pytest.param("0a725fb5", True, id="0a725fb5-thinking", marks=pytest.mark.slow),
+]
 
 
 def recorded_history(tmp_path, name: str) -> list:
@@ -24,7 +30,7 @@ def recorded_history(tmp_path, name: str) -> list:
         return source.messages(session_id)
 
 
-@pytest.mark.parametrize("name, thinking", RUNS, ids=[f"{n}{'-thinking' if t else ''}" for n, t in RUNS])
+@pytest.mark.parametrize("name, thinking", RUNS)
 def test_a_real_session_runs_live_without_a_refusal(store: SessionStore, tmp_path, name: str, thinking: bool) -> None:
     steps = scripted_steps(recorded_history(tmp_path, name), thinking=thinking)
     assert sum(1 for s in steps if s.reply is not None) >= 200

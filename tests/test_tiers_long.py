@@ -34,6 +34,7 @@ def without_tiers():
     return replay(generated_session(200), TierConfig(), prepare=filter_compacted, compact_at=COMPACT_AT, strategies=())
 
 
+@pytest.mark.slow  # the 200-turn replay: CI runs it
 def test_200_turns_stay_under_a_fixed_budget(two_hundred_turns, without_tiers):
     run = two_hundred_turns
     assert len(run.turn_ends) == 200
@@ -43,6 +44,7 @@ def test_200_turns_stay_under_a_fixed_budget(two_hundred_turns, without_tiers):
     assert 2 * len(run.compactions) <= len(without_tiers.compactions)
 
 
+@pytest.mark.slow  # the 200-turn replay: CI runs it
 def test_200_turns_have_no_floor(two_hundred_turns, without_tiers):
     run = two_hundred_turns
     assert max(run.old_tokens) <= OLD_BUDGET < max(without_tiers.old_tokens)  # 9.1K with the tiers, 35K without
@@ -61,6 +63,7 @@ def test_every_goal_batch_of_200_turns_keeps_the_adr(two_hundred_turns):
         assert figures.coverage >= 0.8 and "Human Direction" in figures.headings
 
 
+@pytest.mark.slow  # the 200-turn replay: CI runs it
 def test_200_turns_end_with_goal_batches_in_front_and_a_valid_view(two_hundred_turns):
     run = two_hundred_turns
     view = tier_view(run.history)
