@@ -4,6 +4,7 @@ Messages API under the real SDK client."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import anthropic
@@ -11,6 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from brutus import ContextPolicy, InvalidInput, SessionStore
+from brutus.db import statements as st
 from brutus.live.render import BINDING_BETA, without_cache_control
 from brutus.testing import FakeMessagesAPI, Reply
 
@@ -234,6 +236,37 @@ def test_an_unchanged_history_keeps_every_thinking_block(store: SessionStore) ->
         assert api.stats.thinking_blocks_dropped == 0 and api.stats.cache_read_input_tokens > 0
     assert sum(1 for m in kwargs["messages"] for b in m["content"] if b["type"] == "thinking") == 4
     assert conv.last.stripped == [] and conv.last.first_change is None
+
+
+def test_what_another_connection_writes_is_what_the_next_request_sends(store_url: str) -> None:
+    """request() reuses what its last load read unchanged (``reuse_history``), so an edit another connection
+    makes to a message it sent before (a text, a prune mark) must be what it sends next, and nothing it hands
+    out (results, request arguments) is shared with what it reuses."""
+    with SessionStore.open(store_url) as store, SessionStore.open(store_url) as other:
+        conv = conversation(store, policy=ContextPolicy(prune="off"))
+        store.append_messages(conv.session_id, [{"info": {"role": "user"}, "parts": [{"type": "text", "text": "imported"}]}])
+        conv.user("run it")
+        conv.request()
+        conv.record(response([{"type": "tool_use", "id": "toolu_01A", "name": "bash", "input": {"command": "x"}}], stop_reason="tool_use"))
+        blocks = [{"type": "text", "text": "line 1"}]
+        returned = conv.tool_results([{"tool_use_id": "toolu_01A", "content": blocks}])
+        returned.metadata = {"changed": "by the caller"}
+        first = conv.request()
+        sent = copy.deepcopy(first)
+        first["messages"][-1]["content"][0]["content"][0]["text"] = "changed by the caller"
+        assert conv.request() == sent  # nothing in between: the same arguments
+        imported, tool = (other.filter_compacted(conv.session_id)[i].parts[-1] for i in (0, 2))
+        with other.engine.begin() as connection:
+            connection.execute(
+                st.P.update().where(st.P.c.id == imported.id).values(data={"text": "edited", "synthetic": False, "ignored": False})
+            )
+            connection.execute(st.T.update().where(st.T.c.part_id == tool.id).values(compacted_at=5))
+        kwargs = conv.request()
+        assert kwargs["messages"][0]["content"] == [{"type": "text", "text": "edited"}, {"type": "text", "text": "run it"}]
+        assert kwargs["messages"][-1]["content"][0]["content"] == "[Old tool result content cleared]"
+        fresh = store.conversation(conv.session_id, model=MODEL, system=SYSTEM, tools=TOOLS, max_tokens=4096)
+        assert kwargs == fresh.request()
+        assert conv.last.first_change == 0
 
 
 # -- the policy --------------------------------------------------------------------------------------------

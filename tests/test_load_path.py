@@ -16,7 +16,7 @@ from corpus_helpers import all_files
 
 from brutus import MessageWithParts, SessionStore, TextPart, import_file
 from brutus.db import statements as st
-from brutus.db.convert import build_history, message_from_row, part_from_row
+from brutus.db.convert import build_history, message_from_row, part_from_row, reuse_history
 
 HOSTILE = "nul\x00 lone\ud800 low\udfff esc\ue000 \ue0000 \ue000s0041 crlf\r\n emoji🤖 \\ue000 \\u0000"
 
@@ -151,6 +151,36 @@ def test_a_plain_text_part_loads_as_validation_builds_it() -> None:
     # each part has a fields set of its own: assigning a field of one marks it set on that part only
     built[0].metadata = {"k": 2}
     assert "metadata" in built[0].model_fields_set and "metadata" not in built[1].model_fields_set
+
+
+def test_reuse_returns_the_earlier_entry_only_for_the_same_rows() -> None:
+    def message(message_id: str, seq: int, cost: float = 0.0) -> tuple[Any, ...]:
+        return (message_id, "s", seq, "user", None, None, None, None, None, 0, 0, None, None, cost, 0, 0, 0, 0, 0, None, 1, None)
+
+    def text(part_id: str, message_id: str, value: str) -> tuple[Any, ...]:
+        return (part_id, "s", message_id, 0, "text", json.dumps({"text": value, "synthetic": False, "ignored": False}))
+
+    messages = [message("m1", 1), message("m2", 2), message("m3", 3)]
+    parts = [text("p1", "m1", "a"), text("p2", "m2", "b"), text("p3", "m3", "c")]
+    reuse: dict[str, Any] = {}
+    first = reuse_history(messages, parts, None, reuse)
+    assert first == build_history(messages, parts)
+    # m2's part and m3's row change (the cost 0 → 0.5), m4 is new: those are built again, m1 comes back
+    messages = [message("m1", 1), message("m2", 2), message("m3", 3, 0.5), message("m4", 4)]
+    parts = [text("p1", "m1", "a"), text("p2", "m2", "B"), text("p3", "m3", "c")]
+    second = reuse_history(messages, parts, None, reuse)
+    assert second == build_history(messages, parts)
+    assert second[0] is first[0] and second[1] is not first[1] and second[2] is not first[2]
+    assert second[1].parts[0].text == "B" and second[2].info.cost == 0.5 and second[3].parts == []
+    assert set(reuse) == {"m1", "m2", "m3", "m4"}  # what this call read, nothing older
+    # a tool part's state in rows of its own (a session without a boundary): the same rows, the same entry
+    tool = ("t1", "s", "m1", 1, "tool", None)
+    state = ("t1", "c1", "bash", "completed", '{"command": "ls"}', None, None, None, 1, 2, None, "out")
+    third = reuse_history(messages, [*parts, tool], [state], reuse)
+    assert third == build_history(messages, [*parts, tool], [state]) and third[0] is not first[0]
+    marked = (*state[:10], 3, state[11])  # the prune mark set
+    fourth = reuse_history(messages, [*parts, tool], [marked], reuse)
+    assert fourth[0].parts[1].state.time.compacted == 3 and fourth[1] is third[1]
 
 
 def test_a_pruned_output_is_not_read_by_filter_compacted(store: SessionStore) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "part_from_row",
     "part_tokens",
     "replaced",
+    "reuse_history",
     "session_from_row",
     "text_in",
     "text_out",
@@ -450,3 +451,46 @@ def build_history(message_rows: list[Any], part_rows: list[Any], tool_rows: list
 
 def _position(item: tuple[int, Any]) -> int:
     return item[0]
+
+
+def reuse_history(
+    message_rows: list[Any], part_rows: list[Any], tool_rows: list[Any] | None, reuse: dict[str, Any]
+) -> list[Any]:
+    """``build_history``, less the messages whose rows equal those of an earlier call: those come back as the
+    entries that call built (the same objects). ``reuse`` is what the earlier call left (message id → its rows
+    and entry); this call leaves its own there. For a caller that loads one session again and again and
+    hands none of the entries out (a live conversation): most of its messages are the same rows each time.
+
+    The rows are the key, compared whole, so an entry is reused only when everything it was built from is
+    unchanged, whoever wrote the session. Only plain tuples are compared (SQLite's rows, JSON as text): a
+    decoded JSON value (another driver's rows) can be equal and differ (``1 == 1.0 == True``).
+    """
+    if not message_rows or type(message_rows[0]) is not tuple:
+        reuse.clear()
+        return build_history(message_rows, part_rows, tool_rows)
+    if tool_rows is not None:  # as one joined row each, the tool columns from their own rows
+        tools = {row[0]: row[1:] for row in tool_rows}
+        part_rows = [row + tools.get(row[0], _NO_TOOL_COLUMNS) for row in part_rows]
+    rows_of: dict[str, list[Any]] = {}
+    for row in part_rows:
+        found = rows_of.get(row[2])
+        if found is None:
+            rows_of[row[2]] = [row]
+        else:
+            found.append(row)
+    keys = [(row, tuple(rows_of.get(row[0], ()))) for row in message_rows]
+    entries: list[Any] = []
+    missed = []
+    for key in keys:
+        known = reuse.get(key[0][0])
+        if known is not None and known[0] == key:
+            entries.append(known[1])
+        else:
+            entries.append(None)
+            missed.append(key)
+    if missed:
+        built = iter(build_history([key[0] for key in missed], [row for key in missed for row in key[1]]))
+        entries = [entry if entry is not None else next(built) for entry in entries]
+    reuse.clear()
+    reuse.update((key[0][0], (key, entry)) for key, entry in zip(keys, entries))
+    return entries

@@ -12,7 +12,7 @@ from ..errors import InvalidInput, NotFound
 from ..models import CompactionConfig, MessageWithParts, PruneResult
 from ..pruning import PruneCandidate, plan_prune, prune_result
 from . import statements as st
-from .convert import build_history, message_from_row, part_from_row
+from .convert import build_history, message_from_row, part_from_row, reuse_history
 from .ops import check_id
 from .statements import Op, step
 
@@ -22,11 +22,11 @@ __all__ = ["load_message", "load_messages", "mark_pruned", "prune_session"]
 # -- reads --------------------------------------------------------------------------------------------------
 
 
-def load_messages(session_id: Any, *, filtered: bool) -> Op:
+def load_messages(session_id: Any, *, filtered: bool, reuse: dict[str, Any] | None = None) -> Op:
     """The history of a session, whole or from its last completed boundary on, as ``MessageWithParts``.
 
     Filtered, both queries are index range scans from the boundary (cost grows with the view, not the
-    history), and the output of a pruned part is not read.
+    history), and the output of a pruned part is not read. ``reuse``: see ``convert.reuse_history``.
     """
     session_id = check_id("session", session_id)
     session = yield step(st.SESSION_BOUNDARY, {"b_sid": session_id}, fetch="first")
@@ -43,6 +43,8 @@ def load_messages(session_id: Any, *, filtered: bool) -> Op:
         part_rows = (yield step(st.SESSION_PARTS, params, fetch="raw")) if message_rows else []
         tools_query = st.SESSION_TOOLS_UNPRUNED if filtered else st.SESSION_TOOLS
         tool_rows = (yield step(tools_query, params, fetch="raw")) if part_rows else []
+    if reuse is not None:
+        return reuse_history(message_rows, part_rows, tool_rows, reuse)
     return build_history(message_rows, part_rows, tool_rows)
 
 

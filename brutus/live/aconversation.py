@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..models import Message, MessageWithParts
+from ..db.history_ops import load_messages
 from . import flows
 from .core import ConversationState, RequestStats
 
@@ -81,8 +82,8 @@ class AsyncConversation:
 
     async def _do(self, action: Any) -> Any:
         store, session_id = self.store, self.session_id
-        if isinstance(action, flows.Load):
-            return await store.filter_compacted(session_id)
+        if isinstance(action, flows.Load):  # filter_compacted, reusing the unchanged messages of the last load
+            return await store._run(load_messages(session_id, filtered=True, reuse=self.state.loaded), write=False)
         if isinstance(action, flows.Compactions):
             return await store.compactions(session_id)
         if isinstance(action, flows.Prune):

@@ -22,6 +22,7 @@ Rules:
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -197,7 +198,7 @@ def stored_tool_result(metadata: Mapping[str, Any] | None, output: str | None) -
     block = record.get("tool_result") if isinstance(record, Mapping) else None
     if not isinstance(block, Mapping):
         return None
-    block = dict(block)
+    block = copy.deepcopy(block)  # the request's own: the part it was read from may be loaded again (reuse_history)
     if block.get("content") == _OUTPUT:
         block["content"] = output if output is not None else ""
     return block

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..db.history_ops import load_messages
 from ..models import Message, MessageWithParts
 from . import flows
 from .core import ConversationState, RequestStats
@@ -100,8 +101,8 @@ class Conversation:
 
     def _do(self, action: Any) -> Any:
         store, session_id = self.store, self.session_id
-        if isinstance(action, flows.Load):
-            return store.filter_compacted(session_id)
+        if isinstance(action, flows.Load):  # filter_compacted, reusing the unchanged messages of the last load
+            return store._run(load_messages(session_id, filtered=True, reuse=self.state.loaded), write=False)
         if isinstance(action, flows.Compactions):
             return store.compactions(session_id)
         if isinstance(action, flows.Prune):

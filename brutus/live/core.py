@@ -83,6 +83,7 @@ class ConversationState:
     last_request_ms: int | None = None
     parent_id: str | None = None  # the newest user message, as the last render or user() saw it (record's parent)
     last: RequestStats = field(default_factory=RequestStats)
+    loaded: dict[str, Any] = field(default_factory=dict, repr=False)  # the last load's entries (reuse_history)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:

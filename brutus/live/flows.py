@@ -125,7 +125,7 @@ def tool_results(state: ConversationState, results: Sequence[Mapping[str, Any]])
     yield Updates(calls)
     view = yield Load()
     found: Message = next(m.info for m in reversed(view) if m.info.id == message_id)
-    return found
+    return found.model_copy(deep=True)  # the view's entries are reused by the next load: never handed out
 
 
 def recover(state: ConversationState, error: BaseException) -> Flow:
