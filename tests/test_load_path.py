@@ -153,6 +153,15 @@ def test_a_plain_text_part_loads_as_validation_builds_it() -> None:
     assert "metadata" in built[0].model_fields_set and "metadata" not in built[1].model_fields_set
 
 
+def test_part_rows_in_any_order_load_in_position_order() -> None:
+    message = ("m", "s", 1, "user", None, None, None, None, None, 0, 0, None, None, 0.0, 0, 0, 0, 0, 0, None, 1, None)
+    other = ("n", "s", 2, "user", None, None, None, None, None, 0, 0, None, None, 0.0, 0, 0, 0, 0, 0, None, 1, None)
+    rows = [(f"p{i}", "s", "m" if i % 2 else "n", i, "text", json.dumps({"text": str(i)})) for i in (5, 2, 3, 0, 1, 4)]
+    built = build_history([message, other], rows, [])
+    assert [[p.text for p in entry.parts] for entry in built] == [["1", "3", "5"], ["0", "2", "4"]]
+    assert built == build_history([message, other], sorted(rows, key=lambda row: row[3]), [])
+
+
 def test_reuse_returns_the_earlier_entry_only_for_the_same_rows() -> None:
     def message(message_id: str, seq: int, cost: float = 0.0) -> tuple[Any, ...]:
         return (message_id, "s", seq, "user", None, None, None, None, None, 0, 0, None, None, cost, 0, 0, 0, 0, 0, None, 1, None)

@@ -332,26 +332,24 @@ def _part(part_id: str, session_id: str, message_id: str, part_type: str, data: 
 _NO_TOOL_COLUMNS = (None,) * 11  # a tool part without its state row
 
 
-def _tool_states(tool_rows: list[Any]) -> dict[str, tuple[Any, Any, ToolState]]:
-    """``(call_id, tool, ToolState)`` by part id, from rows of the part id and the eleven tool columns of
-    ``select_parts``."""
-    inputs = _json_column(tool_rows, 4)
-    metas = _json_column(tool_rows, 6)
+def _tool_states(rows: list[Any], at: int) -> dict[str, ToolState]:
+    """``ToolState`` by part id, from rows holding the part id first and the eleven tool columns of
+    ``select_parts`` from index ``at`` on (call id, tool, status, input, title, metadata, error, start, end,
+    compacted, output)."""
     states = {}
-    for row, tool_input, tool_meta in zip(tool_rows, inputs, metas):
-        part_id, call_id, tool, status, _, title, _, error, start, end, compacted, output = row
-        state = _make_state(
+    for row, tool_input, tool_meta in zip(rows, _json_column(rows, at + 3), _json_column(rows, at + 5)):
+        title, error, output = row[at + 4], row[at + 6], row[at + 10]
+        states[row[0]] = _make_state(
             {
-                "status": status,
+                "status": row[at + 2],
                 "input": tool_input if tool_input is not None else {},
                 "output": output if output is None or ESC not in output else decode_text(output),
                 "error": error if error is None or ESC not in error else decode_text(error),
                 "title": title if title is None or ESC not in title else decode_text(title),
                 "metadata": tool_meta,
-                "time": _make_tool_time({"start": start, "end": end, "compacted": compacted}),
+                "time": _make_tool_time({"start": row[at + 7], "end": row[at + 8], "compacted": row[at + 9]}),
             }
         )
-        states[part_id] = (_text(call_id), _text(tool), state)
     return states
 
 
@@ -361,19 +359,29 @@ def build_history(message_rows: list[Any], part_rows: list[Any], tool_rows: list
     Part rows hold the ``select_parts`` columns, or, when ``tool_rows`` is given, only its first six (the
     part's own), and the tool columns come from ``tool_rows`` (the part id, then the other eleven). The result
     equals ``message_from_row`` / ``part_from_row`` on the same rows; it is only cheaper: positional access,
-    one JSON decode per column, no validation of trusted rows.
+    one JSON decode per column, no validation of trusted rows, and no sort where a message's part rows come
+    in position order (as the queries ask).
     """
-    if tool_rows is None:
-        tool_rows = [(row[0], *row[6:17]) for row in part_rows if row[4] == "tool"]
-    states = _tool_states(tool_rows) if tool_rows else {}
-    by_message: dict[str, list[tuple[int, Any]]] = {}
+    if tool_rows is None:  # each part row holds its tool columns after its own six
+        at, by_id = 6, None
+        states = _tool_states([row for row in part_rows if row[4] == "tool"], at)
+    else:
+        at, by_id = 1, {row[0]: row for row in tool_rows}
+        states = _tool_states(tool_rows, at)
+    parts_of: dict[str, list[Any]] = {}
+    last: dict[str, int] = {}  # the position of each message's last part so far
+    unsorted = set()
     for row, data in zip(part_rows, _json_column(part_rows, 5)):
         part_id, session_id, message_id, position, part_type = row[0], row[1], row[2], row[3], row[4]
         if part_type == "tool":
-            found_state = states.get(part_id)
-            if found_state is None:  # a tool part without its state row (``brutus check`` reports it)
-                found_state = _tool_states([(part_id, *_NO_TOOL_COLUMNS)])[part_id]
-            call_id, tool, state = found_state
+            state = states.get(part_id)
+            tool_row = row if by_id is None else by_id.get(part_id)
+            if state is None or tool_row is None:  # a tool part without its state row (``brutus check`` reports it)
+                tool_row = (part_id, *_NO_TOOL_COLUMNS)
+                state = _tool_states([tool_row], 1)[part_id]
+                call_id = tool = None
+            else:
+                call_id, tool = _text(tool_row[at]), _text(tool_row[at + 1])
             part = _make_tool(
                 {
                     "id": part_id,
@@ -387,11 +395,18 @@ def build_history(message_rows: list[Any], part_rows: list[Any], tool_rows: list
             )
         else:
             part = _part(part_id, session_id, message_id, part_type, data)
-        found = by_message.get(message_id)
+        found = parts_of.get(message_id)
         if found is None:
-            by_message[message_id] = [(position, part)]
+            parts_of[message_id] = [part]
         else:
-            found.append((position, part))
+            found.append(part)
+            if position < last[message_id]:
+                unsorted.add(message_id)
+        last[message_id] = position
+    if unsorted:
+        positions = {row[0]: row[3] for row in part_rows if row[2] in unsorted}
+        for message_id in unsorted:
+            parts_of[message_id].sort(key=lambda part: positions[part.id])
     history = []
     for row, error, meta in zip(message_rows, _json_column(message_rows, 12), _json_column(message_rows, 19)):
         (
@@ -437,20 +452,9 @@ def build_history(message_rows: list[Any], part_rows: list[Any], tool_rows: list
                 "time": _make_time({"created": created, "completed": completed}),
             }
         )
-        parts = by_message.get(message_id)
-        if parts is None:
-            built: list[Any] = []
-        elif len(parts) == 1:
-            built = [parts[0][1]]
-        else:
-            parts.sort(key=_position)
-            built = [part for _, part in parts]
-        history.append(_make_entry({"info": info, "parts": built}))
+        parts = parts_of.get(message_id)
+        history.append(_make_entry({"info": info, "parts": [] if parts is None else parts}))
     return history
-
-
-def _position(item: tuple[int, Any]) -> int:
-    return item[0]
 
 
 def reuse_history(

@@ -254,8 +254,11 @@ PARTS_OF_MESSAGE = prebuilt(select_parts().where(P.c.message_id == _b("mid")).or
 # A whole session loads in two plain scans (parts, then tool states with outputs) rather than one join: the
 # join probes tool_states and tool_outputs for every text part. No ORDER BY: each message's few parts are
 # ordered in Python.
+# in position order, so each message's parts come in order (build_history sorts none; a sort here is cheaper)
 SESSION_PARTS = prebuilt(
-    select(P.c.id, P.c.session_id, P.c.message_id, P.c.position, P.c.type, P.c.data).where(P.c.session_id == _b("sid"))
+    select(P.c.id, P.c.session_id, P.c.message_id, P.c.position, P.c.type, P.c.data)
+    .where(P.c.session_id == _b("sid"))
+    .order_by(P.c.position)
 )
 SESSION_TOOLS = _tool_rows_by_session("all")
 SESSION_TOOLS_UNPRUNED = _tool_rows_by_session("unpruned")
