@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from brutus import ContextPolicy, InvalidInput, SessionStore
 from brutus.db import statements as st
-from brutus.live.render import BINDING_BETA, without_cache_control
+from brutus.live.render import BINDING_BETA, render_messages, without_cache_control
 from brutus.testing import FakeMessagesAPI, Reply
 
 from live_helpers import EVERY_BLOCK, MODEL, SYSTEM, THINKING, TOOLS, assistant_blocks, breakpoints, client, response
@@ -267,6 +267,45 @@ def test_what_another_connection_writes_is_what_the_next_request_sends(store_url
         fresh = store.conversation(conv.session_id, model=MODEL, system=SYSTEM, tools=TOOLS, max_tokens=4096)
         assert kwargs == fresh.request()
         assert conv.last.first_change == 0
+
+
+def test_each_request_hashes_what_a_fresh_render_hashes(store_url: str) -> None:
+    """request() hashes again only the messages that changed since its last render (``render_messages``'
+    ``last``): at every step of a loop, with an edit by another connection to an early message and a prune
+    in between, its prefix hashes are those of a render from scratch."""
+    with SessionStore.open(store_url) as store, SessionStore.open(store_url) as other:
+        policy = ContextPolicy(prune="after-turn", prune_protect=2_000, prune_minimum=1_000)
+        conv = conversation(store, thinking=THINKING, policy=policy)
+        store.append_messages(conv.session_id, [{"info": {"role": "user"}, "parts": [{"type": "text", "text": "imported"}]}])
+
+        def check() -> None:
+            fresh = render_messages(store.filter_compacted(conv.session_id), system=conv.state.system, tools=TOOLS)
+            assert conv.state.previous == fresh.prefixes
+
+        with FakeMessagesAPI(_thinking_script(4) + [Reply([{"type": "text", "text": "Sure."}])]) as api:
+            sdk = client(api)
+            conv.user("read every file")
+            conv.request()
+            check()
+            conv.user("all of them")  # goes into the same message as the last
+            for turn in range(4):
+                message = sdk.beta.messages.create(**conv.request())
+                check()
+                assert conv.last.first_change == (0 if turn in (0, 2) else None)  # "all of them", the edit
+                conv.record(message)
+                conv.tool_results([{"tool_use_id": c["id"], "content": "x" * 4_000} for c in conv.pending_calls()])
+                if turn == 1:  # another connection edits the first message
+                    imported = other.filter_compacted(conv.session_id)[0].parts[0]
+                    with other.engine.begin() as connection:
+                        connection.execute(st.P.update().where(st.P.c.id == imported.id).values(data={"text": "edited"}))
+            for text in ("anything else?", "and now?"):
+                kwargs = conv.request()
+                check()
+                conv.record(sdk.beta.messages.create(**kwargs))
+                conv.user(text)
+            conv.request()  # a turn ended and the first is older than the two protected: after-turn prunes
+            assert conv.last.pruned > 0
+            check()
 
 
 # -- the policy --------------------------------------------------------------------------------------------

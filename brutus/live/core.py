@@ -31,7 +31,7 @@ from ..limits import model_limits
 from ..tokens import estimate_tokens
 from .blocks import KEY, canonical, parse_response, parse_tool_result, recorded_response, response_dict
 from .policy import ContextPolicy, Plan, plan_request, threshold
-from .render import BINDING_BETA, Rendered, render_messages
+from .render import BINDING_BETA, Hashes, Rendered, render_messages
 
 COMPACTION_BETA = "compact-2026-09-04"  # the API's on-demand compaction; its blocks need it to come back
 
@@ -84,6 +84,7 @@ class ConversationState:
     parent_id: str | None = None  # the newest user message, as the last render or user() saw it (record's parent)
     last: RequestStats = field(default_factory=RequestStats)
     loaded: dict[str, Any] = field(default_factory=dict, repr=False)  # the last load's entries (reuse_history)
+    hashes: Hashes | None = field(default=None, repr=False)  # what the last render hashed (render_messages)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -177,7 +178,9 @@ class ConversationState:
             tools=self.tools,
             previous=self.previous,
             thinking_mismatch=self.policy.thinking_mismatch,
+            last=self.hashes,
         )
+        self.hashes = rendered.hashes
         self.previous = rendered.prefixes
         self.pending_prefix = rendered.prefixes[-1]
         self.parent_id = next((m.info.id for m in reversed(view) if m.info.role == "user"), None)

@@ -51,7 +51,7 @@ from ..render import (
 )
 from .blocks import KEY, canonical, recorded_response, stored_tool_result
 
-__all__ = ["BINDING_BETA", "THINKING_TYPES", "Rendered", "prefix_seed", "render_messages", "without_cache_control"]
+__all__ = ["BINDING_BETA", "THINKING_TYPES", "Hashes", "Rendered", "prefix_seed", "render_messages", "without_cache_control"]
 
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
 THINKING_TYPES = ("thinking", "redacted_thinking")
@@ -69,6 +69,7 @@ class Rendered(NamedTuple):
     drop_block: bool
     first_change: int | None
     summary_index: int | None  # the message holding the newest summary, for its cache breakpoint
+    hashes: Hashes  # what the next render may skip (``render_messages``' ``last``)
 
 
 def without_cache_control(value: Any) -> Any:
@@ -127,13 +128,24 @@ def _user_content(message: MessageWithParts) -> list[Block]:
     return _user_blocks(message)
 
 
-def _assemble(view: Sequence[MessageWithParts]) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], int | None]:
-    """The messages, the recorded response behind each assistant message (by index), the newest summary."""
+class _Assembled(NamedTuple):
+    messages: list[dict[str, Any]]
+    recorded: dict[int, dict[str, Any]]  # the recorded response behind each assistant message, by index
+    summary_index: int | None  # the newest summary
+    order: list[MessageWithParts]  # the view in the order it renders
+    opened_by: list[int]  # for each message, the index in ``order`` of the entry that began it (-1: none)
+    cut: tuple[int, bool]  # where the messages start (a server compaction), and whether a placeholder leads
+
+
+def _assemble(view: Sequence[MessageWithParts]) -> _Assembled:
     ids = _Ids()
     turns: list[dict[str, Any]] = []
     recorded: dict[int, dict[str, Any]] = {}
     summary_index = None
-    for message in _compaction_first(view):
+    order = _compaction_first(view)
+    opened_by: list[int] = []
+    for position, message in enumerate(order):
+        opened_by += [position - 1] * (len(turns) - len(opened_by))  # the messages the entry before began
         if message.info.role == "user":
             _append(turns, "user", _user_content(message))
             continue
@@ -158,16 +170,19 @@ def _assemble(view: Sequence[MessageWithParts]) -> tuple[list[dict[str, Any]], d
             recorded.setdefault(len(turns) - 1, record)
         _append(turns, "assistant", blocks)
         _append(turns, "user", results)
+    opened_by += [len(order) - 1] * (len(turns) - len(opened_by))
     start = _server_boundary(turns, recorded)
+    placeholder = not start and bool(turns) and turns[0]["role"] == "assistant"
     if start:  # the API reads from the newest compaction block on: what is before it is not sent
-        turns = turns[start:]
+        turns, opened_by = turns[start:], opened_by[start:]
         recorded = {i - start: r for i, r in recorded.items() if i >= start}
         summary_index = None if summary_index is None or summary_index < start else summary_index - start
-    elif turns and turns[0]["role"] == "assistant":
+    elif placeholder:
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": PLACEHOLDER_USER_TEXT}]})
+        opened_by.insert(0, -1)
         recorded = {i + 1: r for i, r in recorded.items()}
         summary_index = None if summary_index is None else summary_index + 1
-    return turns, recorded, summary_index
+    return _Assembled(turns, recorded, summary_index, order, opened_by, (start, placeholder))
 
 
 def _server_boundary(turns: list[dict[str, Any]], recorded: dict[int, dict[str, Any]]) -> int:
@@ -189,6 +204,34 @@ def _in_tool_loop(messages: list[dict[str, Any]]) -> bool:
     return bool(last and last["role"] == "user" and any(b.get("type") == "tool_result" for b in last["content"]))
 
 
+class Hashes(NamedTuple):
+    """What a render hashed, for the next render of the same conversation to skip: the view in render order
+    (the entries themselves), the entry that began each message, the seed and cut, and the running hash (its
+    state and digest) before each message and after the last."""
+
+    order: list[MessageWithParts]
+    opened_by: list[int]
+    head: tuple[str, int, bool]
+    states: list[Any]
+    prefixes: list[str]
+
+
+def _kept(last: Hashes | None, built: _Assembled, head: tuple[str, int, bool]) -> int:
+    """How many leading messages are those ``last`` hashed: each begun and ended by entries that are the very
+    objects of the last render's view, in the same order, under the same seed and cut."""
+    if last is None or last.head != head:
+        return 0
+    common = 0
+    for old, new in zip(last.order, built.order):
+        if old is not new:
+            break
+        common += 1
+    kept = 0  # message i ends where message i + 1 begins: it is kept when that entry is a common one
+    while kept + 1 < len(built.opened_by) and built.opened_by[kept + 1] < common and kept + 1 < len(last.states):
+        kept += 1
+    return kept
+
+
 def render_messages(
     view: Sequence[MessageWithParts],
     *,
@@ -196,21 +239,32 @@ def render_messages(
     tools: Any,
     previous: Sequence[str] | None = None,
     thinking_mismatch: str = "strip",
+    last: Hashes | None = None,
 ) -> Rendered:
-    """Render ``view`` (see the module rules). ``previous``: the prefix hashes of the last render."""
-    messages, recorded, summary_index = _assemble(view)
-    running = prefix_seed(system, tools)
-    prefixes: list[str] = []
-    invalid: list[int] = []  # indices of recorded responses whose prefix changed
-    for index, message in enumerate(messages):
-        digest = running.hexdigest()
-        prefixes.append(digest)
-        record = recorded.get(index)
-        restarts = message["content"] and message["content"][0].get("type") == "compaction"  # its thinking binds from there
-        if record is not None and not restarts and record.get("prefix") not in (None, digest):
-            invalid.append(index)
+    """Render ``view`` (see the module rules). ``previous``: the prefix hashes of the last render. ``last``:
+    what the last render hashed (``Rendered.hashes``), for a view whose entries are never edited and are the
+    same objects only when unchanged (``reuse_history``'s): the messages it covers are not hashed again."""
+    built = _assemble(view)
+    messages, recorded, summary_index = built.messages, built.recorded, built.summary_index
+    seed = prefix_seed(system, tools)
+    head = (seed.hexdigest(), *built.cut)
+    kept = _kept(last, built, head)
+    running = last.states[kept].copy() if last is not None and kept else seed
+    states = last.states[:kept] if last is not None else []
+    prefixes = last.prefixes[:kept] if last is not None else []
+    for message in messages[kept:]:
+        states.append(running.copy())
+        prefixes.append(running.hexdigest())
         running.update(hashed(message))
+    states.append(running)
     prefixes.append(running.hexdigest())
+    invalid = [  # recorded responses whose prefix changed; one that opens with a compaction binds from there
+        index
+        for index, record in sorted(recorded.items())
+        if record.get("prefix") not in (None, prefixes[index])
+        and not (messages[index]["content"] and messages[index]["content"][0].get("type") == "compaction")
+    ]
+    hashes = Hashes(built.order, built.opened_by, head, states, list(prefixes))
     if invalid:  # every later block's prefix holds the first changed one: all of them are invalid
         invalid = sorted(i for i in recorded if i >= invalid[0])
     paths = [path for index in invalid for path in _thinking_paths(messages, index)]
@@ -225,7 +279,7 @@ def render_messages(
         first_change = next((i for i, (a, b) in enumerate(zip(prefixes, previous)) if a != b), None)
         if first_change is not None:
             first_change = max(first_change - 1, 0)  # prefixes[i] covers messages[:i]: message i-1 changed
-    return Rendered(messages, prefixes, stripped, paths if drop_block else [], drop_block, first_change, summary_index)
+    return Rendered(messages, prefixes, stripped, paths if drop_block else [], drop_block, first_change, summary_index, hashes)
 
 
 def _strip(messages: list[dict[str, Any]], invalid: list[int], system: Any, tools: Any) -> tuple[list[dict[str, Any]], list[str]]:
