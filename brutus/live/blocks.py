@@ -198,7 +198,8 @@ def stored_tool_result(metadata: Mapping[str, Any] | None, output: str | None) -
     block = record.get("tool_result") if isinstance(record, Mapping) else None
     if not isinstance(block, Mapping):
         return None
-    block = copy.deepcopy(block)  # the request's own: the part it was read from may be loaded again (reuse_history)
+    # the request's own copy: the part it was read from may be loaded again (reuse_history)
+    block = {key: copy.deepcopy(value) if isinstance(value, (dict, list)) else value for key, value in block.items()}
     if block.get("content") == _OUTPUT:
         block["content"] = output if output is not None else ""
     return block
