@@ -252,9 +252,8 @@ UPDATE_TOOL_STATE = prebuilt(
 UPDATE_PART_TOKENS = prebuilt(update(P).where(P.c.id == _b("pid")).values(tokens=_b("tokens"), updated_at=_b("now")))
 PARTS_OF_MESSAGE = prebuilt(select_parts().where(P.c.message_id == _b("mid")).order_by(P.c.position))
 # A whole session loads in two plain scans (parts, then tool states with outputs) rather than one join: the
-# join probes tool_states and tool_outputs for every text part. No ORDER BY: each message's few parts are
-# ordered in Python.
-# in position order, so each message's parts come in order (build_history sorts none; a sort here is cheaper)
+# join probes tool_states and tool_outputs for every text part. Parts in position order, so each message's
+# parts come in order: build_history sorts none (SQLite's sort is cheaper than a sort per message in Python).
 SESSION_PARTS = prebuilt(
     select(P.c.id, P.c.session_id, P.c.message_id, P.c.position, P.c.type, P.c.data)
     .where(P.c.session_id == _b("sid"))

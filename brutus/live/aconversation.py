@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..models import Message, MessageWithParts
 from ..db.history_ops import load_messages
+from ..models import Message, MessageWithParts
 from . import flows
 from .core import ConversationState, RequestStats
 
