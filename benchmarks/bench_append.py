@@ -4,10 +4,10 @@ brutus writes the turn as a live agent does (``workload.agent_step``: 8 calls), 
 inside ``store.batch()`` (one commit). The limit is raw ``sqlite3`` sending exactly the statements brutus
 sent for the same turn (captured at the driver, replayed with fresh ids on a fresh session each turn), with
 the same commits. The peers store the same turn as four items: one call per item (a commit each) and one
-call per turn (ADK has no such call); each runs in its own virtualenv as a ``PeerServer``. The rounds of brutus, raw and every
-peer alternate, so a noisy neighbour hits all alike. A figure is the mean ms per turn over all rounds: the
-checkpoints (one every few dozen turns) count wherever they fall, where a median of rounds could leave out
-the rounds that took them.
+call per turn (ADK has no such call); each runs in its own virtualenv as a ``PeerServer``. The rounds of
+brutus, raw and every peer alternate, so a noisy neighbour hits all alike. A figure is the mean ms per turn
+over all rounds: the checkpoints (one every few dozen turns) count wherever they fall, where a median of
+rounds could leave out the rounds that took them.
 """
 
 from __future__ import annotations
