@@ -2,7 +2,7 @@
 
 Each store grows one session turn by turn (the same four-item turns as the append benchmark) and, at each
 length, loads the whole history (brutus ``messages()``, the peers' ``get_items()`` / ``messages`` /
-``thread_messages()``) and measures its SQLite file once the log is checkpointed. Writes
+``thread_messages()`` / ``get_session()``) and measures its SQLite file once the log is checkpointed. Writes
 benchmarks/results/scaling.png (matplotlib; the figures are kept in the JSON when it is missing).
 """
 

@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 PEERS_ROOT = Path(os.environ.get("PEERS_ROOT", "/tmp"))
 # peer name (its venv is PEERS_ROOT/peers-<name>) -> the script that drives it
-PEERS = {"openai-agents": "openai_agents.py", "langchain": "langchain.py", "llm": "llm_logs.py"}
+PEERS = {"openai-agents": "openai_agents.py", "langchain": "langchain.py", "llm": "llm_logs.py", "adk": "adk.py"}
 T = TypeVar("T")
 
 

@@ -13,11 +13,12 @@ declare -A PACKAGES=(
   [openai-agents]="openai-agents sqlalchemy[asyncio] aiosqlite"
   [langchain]="langchain-community langchain-core sqlalchemy[asyncio]"
   [llm]="llm sqlite-utils"
+  [adk]="google-adk sqlalchemy[asyncio] aiosqlite"
 )
 
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
-  names=(openai-agents langchain llm)
+  names=(openai-agents langchain llm adk)
 fi
 
 for name in "${names[@]}"; do
