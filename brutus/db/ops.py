@@ -387,16 +387,14 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
         chunks += [(kind, ids[start : start + st.TAKEN_IDS_CHUNK]) for start in range(0, len(ids), st.TAKEN_IDS_CHUNK)]
     for kind, chunk in chunks[:-1]:
         yield from _refuse_taken(kind, chunk)
-    params = {"b_sid": session_id, "b_count": len(messages), "b_now": now}
-    last = chunks[-1] if chunks else None
-    if last is None:
-        row = yield step(st.next_seqs(), params, fetch="first")
-    else:
-        size, id_params = _id_params(last[1])
-        row = yield step(st.next_seqs(last[0], size), {**params, **id_params}, fetch="first")
+    kind, size, params = None, 0, {}
+    if chunks:  # the last chunk is checked by the UPDATE that takes the seqs: no row back if one is taken
+        kind, (size, params) = chunks[-1][0], _id_params(chunks[-1][1])
+    params.update(b_sid=session_id, b_count=len(messages), b_now=now)
+    row = yield step(st.next_seqs(kind, size), params, fetch="first")
     if row is None:
-        if last is not None:
-            yield from _refuse_taken(*last)
+        if chunks:
+            yield from _refuse_taken(*chunks[-1])
         raise NotFound("session", session_id)
     first_seq = row.last_seq - len(messages) + 1
     for seq, values in enumerate(messages, start=first_seq):

@@ -90,7 +90,9 @@ def _one_arg(name: str) -> Callable[[dict[str, Any]], tuple[Any]]:
 
 
 class _Plan:
-    __slots__ = ("_bool_at", "_json_at", "_values", "args", "converters", "defaults", "json_params", "names", "row_type", "sql")
+    __slots__ = (
+        "_bool_at", "_json_at", "_values", "args", "converters", "defaults", "json_params", "names", "row_type", "sql"
+    )
 
     def __init__(self, statement: Executable, dialect: Dialect, keys: Sequence[str]) -> None:
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
@@ -121,7 +123,8 @@ class _Plan:
         self._values = itemgetter(*self.names) if len(self.names) > 1 else _one_arg(self.names[0]) if self.names else _no_args
         self._json_at = tuple(index for index, name in enumerate(self.names) if name in self.json_params)
         self._bool_at = tuple(index for index, name in enumerate(self.names) if name in bools)
-        self.args = self._converted_args if self.defaults or self._json_at or self._bool_at else self._values
+        converted = self.defaults or self._json_at or self._bool_at
+        self.args = self._converted_args if converted else self._values
 
     def _converted_args(self, params: dict[str, Any] | None) -> list[Any]:
         """The positional parameters, the statement's own values as defaults, JSON values serialized (as a plain
