@@ -158,6 +158,23 @@ def test_inside_a_batch_it_commits_with_the_rest(store: SessionStore) -> None:
     assert [m.info.seq for m in store.messages(session.id)] == [1, 2]
 
 
+def test_refused_inside_a_batch_the_batch_goes_on(store: SessionStore) -> None:
+    """A call refused for an existing id writes nothing, not even the seqs it would take; the batch's
+    earlier writes stay and later ones go in (on PostgreSQL: no statement failed, the transaction lives)."""
+    session = store.create_session()
+    store.append_messages(session.id, _turn("k"))
+    with store.batch():
+        noted = store.append_message(session.id, "user")
+        with pytest.raises(InvalidInput, match="message msg_k2 already exists"):
+            store.append_messages(session.id, [{"info": {"role": "user", "id": "msg_new"}}, {"info": {"role": "user", "id": "msg_k2"}}])
+        with pytest.raises(InvalidInput, match="part prt_k1 already exists"):
+            store.append_messages(session.id, [{"info": {"role": "user", "id": "msg_new"}, "parts": [{"type": "text", "id": "prt_k1", "text": "c"}]}])
+        store.append_messages(session.id, [{"info": {"role": "user", "id": "msg_new"}}])
+    history = [(m.info.id, m.info.seq) for m in store.messages(session.id)]
+    assert history == [("msg_k1", 1), ("msg_k2", 2), (noted.id, 3), ("msg_new", 4)]
+    assert store.get_session(session.id).message_count == 4
+
+
 def test_a_completed_compaction_moves_the_boundary(store: SessionStore) -> None:
     session = store.create_session()
     store.append_messages(session.id, [{"info": {"role": "user"}, "parts": [{"type": "text", "text": "old"}]}])

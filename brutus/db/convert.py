@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from ..codec import ESC, decode_text, encode_json, encode_text, loads_json
+from ..codec import ESC, JSONText, decode_text, encode_json, encode_text, loads_json
 from ..errors import InvalidInput
 from ..models import (
     PART_TYPES,
@@ -50,7 +50,7 @@ _PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
 _PART_CLASSES = tuple(PART_TYPES.values())
 _TEXT_DEFAULTS = {name: field.default for name, field in TextPart.model_fields.items()}
 _OWN_FIELDS = {"id", "session_id", "message_id", "type"}
-_TOOL_FIELDS = _OWN_FIELDS | {"call_id", "tool", "state"}
+_NO_DATA = JSONText("{}")
 
 
 _set = object.__setattr__
@@ -140,11 +140,12 @@ def part_data(part: Part) -> Any:
     """The ``parts.data`` JSON of a part: the type's own fields (a tool's state lives in ``tool_states``)."""
     if type(part) is TextPart and part.time is None and part.metadata is None:  # the agent's text: its dump
         return encode_json({"text": part.text, "synthetic": part.synthetic, "ignored": part.ignored})
-    exclude = _TOOL_FIELDS if part.type == "tool" else _OWN_FIELDS
+    if part.type == "tool":  # its fields all live in tool_states
+        return _NO_DATA
     try:
         # Python mode, not mode="json": pydantic's JSON mode mangles dict keys holding lone surrogates (and
         # refuses nested ones); encode_json checks the value is JSON and escapes what the backends refuse.
-        dumped = part.model_dump(exclude=exclude, exclude_none=True)
+        dumped = part.model_dump(exclude=_OWN_FIELDS, exclude_none=True)
     except ValueError as exc:  # pydantic refuses nesting past its own limit (about 255 levels)
         raise InvalidInput(f"invalid part: {exc}") from None
     return encode_json(dumped)

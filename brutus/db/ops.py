@@ -153,60 +153,61 @@ def delete_session(session_id: Any) -> Op:
 
 
 def _message_values(session_id: str, role: str, fields: dict[str, Any], now: int) -> tuple[dict[str, Any], Message]:
-    unknown = set(fields) - MESSAGE_FIELDS
-    if unknown:
-        raise InvalidInput(f"unknown message field(s): {', '.join(sorted(unknown))}")
+    if not fields.keys() <= MESSAGE_FIELDS:
+        raise InvalidInput(f"unknown message field(s): {', '.join(sorted(fields.keys() - MESSAGE_FIELDS))}")
     if role not in ("user", "assistant"):
         raise InvalidInput(f"role must be 'user' or 'assistant', got {role!r}")
-    message_id = check_id("message", fields["id"], new=True) if fields.get("id") is not None else new_id("message", now)
-    parent_id = fields.get("parent_id")
+    get = fields.get
+    message_id = get("id")
+    message_id = new_id("message", now) if message_id is None else check_id("message", message_id, new=True)
+    parent_id = get("parent_id")
     if parent_id is not None:
         parent_id = check_id("message", parent_id, new=True)
-    fields = dict(fields, finish=fields.get("finish") or None, error=fields.get("error") or None)
     try:
-        tokens = TokenCounts.model_validate(fields.get("tokens") or {})
-        probe = Message(
-            id=message_id,
-            session_id=session_id,
-            role=role,  # type: ignore[arg-type]
-            parent_id=parent_id,
-            summary=fields.get("summary", False),
-            synthetic=fields.get("synthetic", False),
-            finish=fields.get("finish"),
-            error=fields.get("error"),
-            tokens=tokens,
-            cost=fields.get("cost", 0.0),
-            agent=fields.get("agent"),
-            mode=fields.get("mode"),
-            model_id=fields.get("model_id"),
-            provider_id=fields.get("provider_id"),
-            metadata=fields.get("metadata"),
-            time={"created": fields.get("created_at") or now, "completed": fields.get("completed_at")},
+        message = Message.model_validate(
+            {
+                "id": message_id,
+                "session_id": session_id,
+                "role": role,
+                "parent_id": parent_id,
+                "summary": get("summary", False),
+                "synthetic": get("synthetic", False),
+                "finish": get("finish") or None,
+                "error": get("error") or None,
+                "tokens": get("tokens") or {},
+                "cost": get("cost", 0.0),
+                "agent": get("agent"),
+                "mode": get("mode"),
+                "model_id": get("model_id"),
+                "provider_id": get("provider_id"),
+                "metadata": get("metadata"),
+                "time": {"created": get("created_at") or now, "completed": get("completed_at")},
+            }
         )
     except ValidationError as exc:
         raise InvalidInput(f"invalid message: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
-    values = dict(
-        id=probe.id,
-        session_id=session_id,
-        role=role,
-        parent_id=parent_id,
-        agent=text_in(probe.agent),
-        mode=text_in(probe.mode),
-        provider_id=text_in(probe.provider_id),
-        model_id=text_in(probe.model_id),
-        summary=probe.summary,
-        synthetic=probe.synthetic,
-        finish=text_in(probe.finish),
-        error=encode_json(probe.error),
-        cost=_cost(probe.cost),
-        **token_columns(tokens),
-        part_count=0,
-        token_estimate=0,
-        metadata=encode_json(probe.metadata),
-        created_at=probe.time.created,
-        completed_at=probe.time.completed,
-    )
-    return values, probe
+    values = {
+        "id": message_id,
+        "session_id": session_id,
+        "role": role,
+        "parent_id": parent_id,
+        "agent": text_in(message.agent),
+        "mode": text_in(message.mode),
+        "provider_id": text_in(message.provider_id),
+        "model_id": text_in(message.model_id),
+        "summary": message.summary,
+        "synthetic": message.synthetic,
+        "finish": text_in(message.finish),
+        "error": encode_json(message.error),
+        "cost": _cost(message.cost),
+        **token_columns(message.tokens),
+        "part_count": 0,
+        "token_estimate": 0,
+        "metadata": encode_json(message.metadata),
+        "created_at": message.time.created,
+        "completed_at": message.time.completed,
+    }
+    return values, message
 
 
 def _cost(cost: Any) -> float:
@@ -268,13 +269,10 @@ def finish_message(
 
 def append_part(message_id: Any, part: Any, *, now: int) -> Op:
     message_id = check_id("message", message_id)
-    given, part = part, validate_part(part)
+    part = validate_part(part)
     part_id = check_id("part", part.id, new=True) if part.id is not None else new_id("part", now)
     data = part_data(part)
-    tool_values = None
-    if part.type == "tool":
-        tool_values = _tool_values(part, now)  # validates before estimating
-        part = _with_tool_times(part, tool_values)
+    tool_values = _tool_values(part, now) if part.type == "tool" else None  # validates before estimating
     tokens = part_tokens(part)
     if part.id is not None:
         taken = yield step(st.PART_ID, {"b_pid": part_id}, fetch="first")
@@ -305,7 +303,10 @@ def append_part(message_id: Any, part: Any, *, now: int) -> Op:
             yield step(st.INSERT_TOOL_OUTPUT, dict(part_id=part_id, output=output))
     if part.type == "compaction":
         yield from refresh_boundary(session_id)
-    return _placed(given, part, {"id": part_id, "session_id": session_id, "message_id": message_id})
+    place = {"id": part_id, "session_id": session_id, "message_id": message_id}
+    if tool_values is not None:
+        place["state"] = _with_tool_times(part.state, tool_values)
+    return replaced(part, place)  # a copy: the caller's own model is never changed
 
 
 # -- whole messages ---------------------------------------------------------------------------------------
@@ -315,7 +316,8 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
     """Append whole messages, each with its parts, in one transaction and a handful of statements.
 
     Every message and part is checked as ``append_message`` / ``append_part`` / ``finish_message`` check
-    them, all before the first write; the rows then go in with one ``executemany`` per table.
+    them, all before the first write; the rows then go in with one ``executemany`` per table. Ids given are
+    checked free a chunk at a time, the last chunk by the statement that takes the seqs.
     """
     session_id = check_id("session", session_id)
     if not isinstance(items, (list, tuple)):
@@ -326,69 +328,73 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
     parts: list[dict[str, Any]] = []
     tool_states: list[dict[str, Any]] = []
     outputs: list[dict[str, Any]] = []
-    built: list[tuple[Message, list[tuple[Any, Any, str]]]] = []
-    given_ids: list[tuple[str, str]] = []
+    history: list[tuple[Message, list[Any]]] = []
+    given: dict[str, list[str]] = {"message": [], "part": []}
     refresh = False
     for index, item in enumerate(items):
         role, fields, item_parts = _unpack_item(index, item)
         values, message = _message_values(session_id, role, fields, now)
+        message_id = values["id"]
         if fields.get("id") is not None:
-            given_ids.append(("message", values["id"]))
+            given["message"].append(message_id)
         refresh = refresh or (values["summary"] and values["finish"] is not None)
-        placed_parts = []
-        for position, given in enumerate(item_parts, start=1):
-            part = validate_part(given)
-            if part.id is not None:
-                part_id = check_id("part", part.id, new=True)
-                given_ids.append(("part", part_id))
-            else:
+        own = []
+        for position, part in enumerate(item_parts, start=1):
+            part = validate_part(part)
+            if part.id is None:
                 part_id = new_id("part", now)
-            data = part_data(part)
+            else:
+                part_id = check_id("part", part.id, new=True)
+                given["part"].append(part_id)
+            place = {"id": part_id, "session_id": session_id, "message_id": message_id}
             if part.type == "tool":
                 tool_values = _tool_values(part, now)
-                part = _with_tool_times(part, tool_values)
                 output = tool_values.pop("output")
                 tool_states.append(dict(tool_values, part_id=part_id, session_id=session_id))
                 if output is not None:
-                    outputs.append(dict(part_id=part_id, output=output))
+                    outputs.append({"part_id": part_id, "output": output})
+                place["state"] = _with_tool_times(part.state, tool_values)
+            elif part.type == "compaction":
+                refresh = True
             tokens = part_tokens(part)
-            refresh = refresh or part.type == "compaction"
-            values["part_count"] = position
             values["token_estimate"] += tokens
-            row = dict(
-                id=part_id,
-                session_id=session_id,
-                message_id=values["id"],
-                position=position,
-                type=part.type,
-                data=data,
-                tokens=tokens,
-                created_at=now,
-                updated_at=now,
+            parts.append(
+                {
+                    "id": part_id,
+                    "session_id": session_id,
+                    "message_id": message_id,
+                    "position": position,
+                    "type": part.type,
+                    "data": part_data(part),
+                    "tokens": tokens,
+                    "created_at": now,
+                    "updated_at": now,
+                }
             )
-            parts.append(row)
-            placed_parts.append((given, part, part_id))
+            own.append(replaced(part, place))  # a copy: the caller's own model is never changed
+        values["part_count"] = len(own)
         messages.append(values)
-        built.append((message, placed_parts))
-    for kind in ("message", "part"):
-        ids = [i for k, i in given_ids if k == kind]
-        if len(set(ids)) != len(ids):
-            raise InvalidInput(f"the same {kind} id is given twice")
-        for start in range(0, len(ids), st.TAKEN_IDS_CHUNK):
-            chunk = ids[start : start + st.TAKEN_IDS_CHUNK]
-            size = 1 << (len(chunk) - 1).bit_length()
-            padded = chunk + chunk[:1] * (size - len(chunk))
-            rows = yield step(st.taken_ids(kind, size), {f"b_id{i}": v for i, v in enumerate(padded)}, fetch="all")
-            if rows:
-                taken = {row.id for row in rows}
-                raise InvalidInput(f"{kind} {next(i for i in chunk if i in taken)} already exists")
+        history.append((message, own))
     if not messages:
         found = yield step(st.SESSION_ID, {"b_sid": session_id}, fetch="first")
         if found is None:
             raise NotFound("session", session_id)
         return []
-    row = yield step(st.NEXT_SEQS, {"b_sid": session_id, "b_count": len(messages), "b_now": now}, fetch="first")
+    chunks = []
+    for kind, ids in given.items():
+        if len(set(ids)) != len(ids):
+            raise InvalidInput(f"the same {kind} id is given twice")
+        chunks += [(kind, ids[start : start + st.TAKEN_IDS_CHUNK]) for start in range(0, len(ids), st.TAKEN_IDS_CHUNK)]
+    for kind, chunk in chunks[:-1]:
+        yield from _refuse_taken(kind, chunk)
+    kind, size, params = None, 0, {}
+    if chunks:  # the last chunk is checked by the UPDATE that takes the seqs: no row back if one is taken
+        kind, (size, params) = chunks[-1][0], _id_params(chunks[-1][1])
+    params.update(b_sid=session_id, b_count=len(messages), b_now=now)
+    row = yield step(st.next_seqs(kind, size), params, fetch="first")
     if row is None:
+        if chunks:
+            yield from _refuse_taken(*chunks[-1])
         raise NotFound("session", session_id)
     first_seq = row.last_seq - len(messages) + 1
     for seq, values in enumerate(messages, start=first_seq):
@@ -404,15 +410,24 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
             yield step(statement, rows)
     if refresh:
         yield from refresh_boundary(session_id)
-    history = []
-    for (message, placed_parts), values in zip(built, messages, strict=True):
-        message.seq = values["seq"]
-        own_parts = [
-            _placed(given, part, {"id": part_id, "session_id": session_id, "message_id": message.id})
-            for given, part, part_id in placed_parts
-        ]
-        history.append(construct(MessageWithParts, {"info": message, "parts": own_parts}))
-    return history
+    for (message, _), values in zip(history, messages, strict=True):
+        message.seq = values["seq"]  # the message is this call's own
+    return [construct(MessageWithParts, {"info": message, "parts": own}) for message, own in history]
+
+
+def _id_params(ids: list[str]) -> tuple[int, dict[str, str]]:
+    """The parameters ``b_id0`` … of ``ids``, padded to a power of two (with the first id), and their count."""
+    size = 1 << (len(ids) - 1).bit_length()
+    return size, {f"b_id{i}": v for i, v in enumerate(ids + ids[:1] * (size - len(ids)))}
+
+
+def _refuse_taken(kind: str, ids: list[str]) -> Op:
+    """``InvalidInput`` naming the first of ``ids`` (a chunk) that exists already."""
+    size, params = _id_params(ids)
+    rows = yield step(st.taken_ids(kind, size), params, fetch="all")  # type: ignore[arg-type]
+    if rows:
+        taken = {row.id for row in rows}
+        raise InvalidInput(f"{kind} {next(i for i in ids if i in taken)} already exists")
 
 
 def _unpack_item(index: int, item: Any) -> tuple[str, dict[str, Any], list[Any]]:
@@ -445,22 +460,11 @@ def _unpack_item(index: int, item: Any) -> tuple[str, dict[str, Any], list[Any]]
 _INFO_FIELDS = tuple(sorted(MESSAGE_FIELDS - {"created_at", "completed_at"}))
 
 
-def _placed(given: Any, part: Any, placed: dict[str, Any]) -> Any:
-    """``part`` with its place in the store: a copy when it is the caller's own model."""
-    if part is given:
-        return replaced(part, placed)
-    for name, value in placed.items():  # built from the caller's dict by this call
-        setattr(part, name, value)
-    return part
-
-
-def _with_tool_times(part: ToolPart, values: dict[str, Any]) -> ToolPart:
-    """``part`` as stored: the start and end times ``_tool_values`` filled in (a copy if they changed)."""
-    state = part.state
+def _with_tool_times(state: ToolState, values: dict[str, Any]) -> ToolState:
+    """``state`` as stored: the start and end times ``_tool_values`` filled in (a copy if they changed)."""
     if (state.time.start, state.time.end) == (values["started_at"], values["ended_at"]):
-        return part
-    time = replaced(state.time, {"start": values["started_at"], "end": values["ended_at"]})
-    return replaced(part, {"state": replaced(state, {"time": time})})
+        return state
+    return replaced(state, {"time": replaced(state.time, {"start": values["started_at"], "end": values["ended_at"]})})
 
 
 def _tool_values(part: ToolPart, now: int) -> dict[str, Any]:

@@ -90,7 +90,9 @@ def _one_arg(name: str) -> Callable[[dict[str, Any]], tuple[Any]]:
 
 
 class _Plan:
-    __slots__ = ("_json_at", "_values", "args", "converters", "defaults", "json_params", "names", "row_type", "sql")
+    __slots__ = (
+        "_bool_at", "_json_at", "_values", "args", "converters", "defaults", "json_params", "names", "row_type", "sql"
+    )
 
     def __init__(self, statement: Executable, dialect: Dialect, keys: Sequence[str]) -> None:
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
@@ -98,11 +100,14 @@ class _Plan:
         self.names: list[str] = list(compiled.positiontup or ())
         self.defaults: dict[str, Any] = {}
         self.json_params: set[str] = set()
+        bools = set()
         for bind, name in compiled.bind_names.items():
             if getattr(bind, "expanding", False):
                 raise ValueError("expanding IN parameters are not supported by the SQLite driver")
             if isinstance(bind.type, JSON):
                 self.json_params.add(name)
+            elif isinstance(bind.type, Boolean):
+                bools.add(name)
             if not bind.required:
                 self.defaults[name] = bind.callable() if bind.callable else bind.value
         columns = list(getattr(statement, "exported_columns", ()) or ())
@@ -117,17 +122,23 @@ class _Plan:
         self.args: Callable[[Any], Sequence[Any]]
         self._values = itemgetter(*self.names) if len(self.names) > 1 else _one_arg(self.names[0]) if self.names else _no_args
         self._json_at = tuple(index for index, name in enumerate(self.names) if name in self.json_params)
-        self.args = self._converted_args if self.defaults or self._json_at else self._values
+        self._bool_at = tuple(index for index, name in enumerate(self.names) if name in bools)
+        converted = self.defaults or self._json_at or self._bool_at
+        self.args = self._converted_args if converted else self._values
 
     def _converted_args(self, params: dict[str, Any] | None) -> list[Any]:
-        """The positional parameters, the statement's own values as defaults, JSON values serialized."""
+        """The positional parameters, the statement's own values as defaults, JSON values serialized (as a plain
+        ``str``: sqlite3 looks for an adapter for every ``str`` subclass it binds, ``JSONText`` too)."""
         if self.defaults:
             params = {**self.defaults, **params} if params else self.defaults
         args = list(self._values(params))
         for index in self._json_at:
             value = args[index]
-            if value is not None and type(value) is not JSONText:
-                args[index] = dumps_json(value)
+            if value is not None:
+                args[index] = str(value) if type(value) is JSONText else dumps_json(value)
+        for index in self._bool_at:
+            if args[index] is not None:
+                args[index] = int(args[index])
         return args
 
     def rows(self, cursor: Any, raw: list[tuple[Any, ...]]) -> list[Any]:

@@ -148,13 +148,6 @@ DELETE_SESSION = prebuilt(delete(S).where(S.c.id == _b("sid")))
 NEXT_SEQ = prebuilt(
     update(S).where(S.c.id == _b("sid")).values(last_seq=S.c.last_seq + 1, updated_at=_b("now")).returning(S.c.last_seq)
 )
-# append_messages: the seqs of ``count`` new messages end at the returned last_seq
-NEXT_SEQS = prebuilt(
-    update(S)
-    .where(S.c.id == _b("sid"))
-    .values(last_seq=S.c.last_seq + _b("count"), updated_at=_b("now"))
-    .returning(S.c.last_seq)
-)
 TOUCH_SESSION = prebuilt(update(S).where(S.c.id == _b("sid")).values(updated_at=_b("now")))
 RENAME_SESSION = prebuilt(update(S).where(S.c.id == _b("sid")).values(title=_b("title"), updated_at=_b("now")))
 MOVE_SESSION = prebuilt(update(S).where(S.c.id == _b("sid")).values(directory=_b("directory"), updated_at=_b("now")))
@@ -210,8 +203,24 @@ TAKEN_IDS_CHUNK = 256
 def taken_ids(kind: Literal["message", "part"], count: int) -> Executable:
     """Which of ``count`` ids (``b_id0`` …) exist already: one statement per chunk of ids to check, not one
     per id. ``count`` is a power of two up to ``TAKEN_IDS_CHUNK`` (callers pad), so few statements exist."""
+    return prebuilt(_taken(kind, count))
+
+
+def _taken(kind: Literal["message", "part"], count: int) -> Any:
     table = M if kind == "message" else P
-    return prebuilt(select(table.c.id).where(table.c.id.in_([_b(f"id{i}") for i in range(count)])))
+    return select(table.c.id).where(table.c.id.in_([_b(f"id{i}") for i in range(count)]))
+
+
+@cache
+def next_seqs(kind: Literal["message", "part"] | None = None, count: int = 0) -> Executable:
+    """append_messages: the seqs of ``b_count`` new messages end at the returned last_seq. Given ``kind`` it
+    also checks ``count`` ids as ``taken_ids`` does, in the same statement: when one exists it updates
+    nothing and returns no row, as for a missing session."""
+    query = update(S).where(S.c.id == _b("sid"))
+    if kind is not None:
+        query = query.where(~_taken(kind, count).exists())
+    values = query.values(last_seq=S.c.last_seq + _b("count"), updated_at=_b("now"))
+    return prebuilt(values.returning(S.c.last_seq))
 INSERT_PART = prebuilt(insert(P))
 INSERT_TOOL_STATE = prebuilt(insert(T))
 INSERT_TOOL_OUTPUT = prebuilt(insert(O))
