@@ -263,22 +263,21 @@ async def test_a_failed_batch_commit_is_a_brutus_error_and_writes_nothing(
 async def test_a_call_cancelled_in_the_thread_is_rolled_back_and_its_connection_is_used_again(
     tmp_path, taken: list[sqlite3.Connection], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    entered, release = threading.Event(), threading.Event()
-    drive = AsyncSessionStore._drive_sqlite
+    entered = threading.Event()
+    transaction = AsyncSessionStore._transaction_sqlite
 
-    def held(self: AsyncSessionStore, conn: Any, op: Any) -> Any:
-        if not release.is_set():
+    def held(self: AsyncSessionStore, conn: Any, op: Any, write: bool, cancelled: threading.Event) -> Any:
+        if not entered.is_set():  # the first call goes on only once its caller is cancelled: no race to time
             entered.set()
-            release.wait(10)
-        return drive(self, conn, op)
+            assert cancelled.wait(10)
+        return transaction(self, conn, op, write, cancelled)
 
     async with await AsyncSessionStore.open(f"sqlite:///{tmp_path / 'h.db'}") as store:
         ses = await store.create_session()
-        monkeypatch.setattr(AsyncSessionStore, "_drive_sqlite", held)
+        monkeypatch.setattr(AsyncSessionStore, "_transaction_sqlite", held)
         task = asyncio.create_task(store.append_message(ses.id, "user", agent="cancelled"))
         assert await asyncio.to_thread(entered.wait, 10)
         task.cancel()  # the operation goes on in the thread; its transaction is rolled back, not committed
-        release.set()
         with pytest.raises(asyncio.CancelledError):
             await task
         # given back at once: the next call is sent to the same thread, after the cancelled call's ROLLBACK

@@ -221,6 +221,8 @@ def next_seqs(kind: Literal["message", "part"] | None = None, count: int = 0) ->
         query = query.where(~_taken(kind, count).exists())
     values = query.values(last_seq=S.c.last_seq + _b("count"), updated_at=_b("now"))
     return prebuilt(values.returning(S.c.last_seq))
+
+
 INSERT_PART = prebuilt(insert(P))
 INSERT_TOOL_STATE = prebuilt(insert(T))
 INSERT_TOOL_OUTPUT = prebuilt(insert(O))
