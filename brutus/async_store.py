@@ -440,8 +440,8 @@ class AsyncSessionStore:
                 return await adrive_flow(flow, partial(self._act, summarizer))
 
     async def _act(self, summarizer: Any, action: Any) -> Any:
-        """One action of a flow (``brutus.flows``), as ``SessionStore._act`` runs it: compaction, the tiers and
-        gc go through here. gc's storage steps run on a connection outside any transaction: a SQLite
+        """One action of a flow (``brutus.flows``), as ``SessionStore._act`` runs it: compaction, the tiers, gc,
+        check and search go through here. gc's storage steps run on a connection outside any transaction: a SQLite
         connection's thread, or a PostgreSQL connection in autocommit."""
         from .compaction.locks import async_compaction_lock, async_held_sessions
         from .db import gc_ops
