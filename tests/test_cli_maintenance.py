@@ -311,6 +311,46 @@ def output_ids(url: str) -> set[str]:
     return found
 
 
+def test_gc_measures_after_a_checkpoint_that_had_to_wait(tmp_path) -> None:
+    """gc's size is the file and its WAL after a TRUNCATE checkpoint. When that checkpoint cannot finish at
+    once (another connection's checkpoint under way, or a reader on an older snapshot, as here), it is tried
+    again, so the WAL is measured empty, not as it was before (the bytes a CLI run's exit would then drop)."""
+    import sqlite3
+    from types import SimpleNamespace
+
+    from brutus.db.gc_ops import sqlite_storage_bytes
+
+    path = tmp_path / "w.db"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("CREATE TABLE t (x TEXT)")
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM t").fetchall()  # holds this snapshot
+    writer.execute("INSERT INTO t VALUES (?)", ("y" * 50_000,))  # the WAL grows past the reader's snapshot
+
+    class ReleasesTheReaderOnBusy:  # the connection gc measures on, with no busy timeout to wait in
+        def __init__(self) -> None:
+            self.conn, self.busy = sqlite3.connect(path, timeout=0, isolation_level=None), []
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            cursor = self.conn.execute(sql, *args)
+            if "wal_checkpoint" not in sql:
+                return cursor
+            row = cursor.fetchone()
+            self.busy.append(row[0])
+            if row[0] and reader.in_transaction:
+                reader.execute("COMMIT")  # the old snapshot goes away: the next try can finish
+            return SimpleNamespace(fetchone=lambda: row)
+
+    measured = ReleasesTheReaderOnBusy()
+    size = sqlite_storage_bytes(measured, str(path))
+    assert measured.busy == [1, 0]
+    assert size == path.stat().st_size and path.with_name("w.db-wal").stat().st_size == 0
+    for conn in (measured.conn, reader, writer):
+        conn.close()
+
+
 def test_gc_drops_exactly_the_old_pruned_outputs_and_keeps_metadata(store_url: str) -> None:
     store = SessionStore.open(store_url)
     session_id, ids = gc_session(store)

@@ -17,6 +17,7 @@ Rules:
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Generator
 from typing import Any
 
@@ -27,8 +28,8 @@ from sqlalchemy.types import BigInteger
 
 from ..errors import InvalidInput
 from ..reports import GcResult
-from .statements import O, Op, T, step
 from .sqlite_driver import sqlite_end
+from .statements import O, Op, T, step
 
 __all__ = ["drop_pruned_outputs", "gc_flow", "sqlite_storage_bytes", "sqlite_vacuum", "storage_bytes", "vacuum"]
 
@@ -106,8 +107,16 @@ def _sqlite_file(database: str | None) -> str | None:
     return database if database and database != ":memory:" and not database.startswith("file:") else None
 
 
-def _checkpoint(dbapi: Any) -> None:
-    dbapi.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+def _checkpoint(dbapi: Any, tries: int = 200) -> None:
+    """Copy the whole WAL into the database and empty it. A checkpoint another connection is running (the
+    store's checkpoint thread, woken by gc's own commit) makes this one return busy at once, without waiting:
+    it is tried again (every 5 ms, ``tries`` times at most), so the size measured next holds no WAL left
+    over."""
+    for _ in range(tries):
+        busy = dbapi.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if not busy:
+            return
+        time.sleep(0.005)
 
 
 PG_STORAGE_BYTES = "SELECT pg_database_size(current_database())"
