@@ -110,6 +110,15 @@ def timed(fn: Callable[[], Any], *, repeats: int, warmup: int = 1) -> dict[str, 
     return summary(samples)
 
 
+def wal_normal(dbapi_connection: Any, _record: Any = None) -> None:
+    """A SQLAlchemy ``connect`` listener: WAL mode and ``synchronous=NORMAL``, brutus's settings, on each new
+    sqlite3 connection of a peer's engine."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.close()
+
+
 def wal_kib(path: str | os.PathLike[str]) -> float:
     """KiB in the write-ahead log of the SQLite database at ``path`` since the log restarted (each frame is a
     whole page and its 24-byte header): what the commits since then wrote, whatever the page size."""

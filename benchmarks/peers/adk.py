@@ -28,6 +28,7 @@ from _common import (
     sqlite_bytes,
     timed_async,
     user_text,
+    wal_normal,
 )
 from google.adk.events import Event
 from google.adk.sessions import DatabaseSessionService, Session
@@ -79,14 +80,7 @@ def turn_events(i: int) -> list[Event]:
 def service(path: Path) -> DatabaseSessionService:
     """A ``DatabaseSessionService`` on the SQLite file at ``path``, in WAL mode with ``synchronous=NORMAL``."""
     sessions = DatabaseSessionService(db_url=f"sqlite+aiosqlite:///{path}")
-
-    @event.listens_for(sessions.db_engine.sync_engine, "connect")
-    def _normal(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.close()
-
+    event.listen(sessions.db_engine.sync_engine, "connect", wal_normal)
     return sessions
 
 

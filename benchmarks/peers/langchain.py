@@ -25,6 +25,7 @@ from _common import (
     sqlite_bytes,
     timed,
     user_text,
+    wal_normal,
 )
 from langchain_community.chat_message_histories import SQLChatMessageHistory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -44,14 +45,7 @@ def turn_messages(i: int) -> list[BaseMessage]:
 
 def engine(path: Path) -> Any:
     result = create_engine(f"sqlite:///{path}")
-
-    @event.listens_for(result, "connect")
-    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.close()
-
+    event.listen(result, "connect", wal_normal)
     return result
 
 

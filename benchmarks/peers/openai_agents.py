@@ -30,6 +30,7 @@ from _common import (
     timed_async,
     user_text,
     wal_kib,
+    wal_normal,
 )
 from agents import SQLiteSession
 from agents.extensions.memory import SQLAlchemySession
@@ -123,13 +124,7 @@ class Store:
             conn.close()
         if kind == "sqlalchemy":
             self.engine = create_async_engine(f"sqlite+aiosqlite:///{path}")
-
-            @event.listens_for(self.engine.sync_engine, "connect")
-            def _normal(dbapi_connection: Any, _record: Any) -> None:
-                cursor = dbapi_connection.cursor()
-                cursor.execute("PRAGMA journal_mode = WAL")
-                cursor.execute("PRAGMA synchronous = NORMAL")
-                cursor.close()
+            event.listen(self.engine.sync_engine, "connect", wal_normal)
 
     def session(self, session_id: str) -> Any:
         if self.kind == "sqlalchemy":
