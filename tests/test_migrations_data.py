@@ -63,8 +63,9 @@ def assert_rows_intact(url: str, fixture: dict[str, Any]) -> None:
             assert {column: after[column] for column in before} == before, f"{table} row changed"
 
 
-def assert_reads_as_written(url: str) -> None:
-    """The store reads the sample as brutus wrote it (the sample's contents are in migration_fixtures.py)."""
+def assert_reads_as_written(url: str, fixture: dict[str, Any]) -> None:
+    """The store reads the sample as brutus wrote it (the sample's contents are in migration_fixtures.py; the
+    compactions as that revision's brutus left them: 0001's also kept a failed one for a refused compaction)."""
     odd = "nul \x00, lone \ud800, escape \ue000, crlf\r\n, é漢🤖"
     with SessionStore.open(url, auto_migrate=False) as store:
         main, child = sorted(store.list_sessions(), key=lambda s: s.parent_id is not None)
@@ -83,7 +84,9 @@ def assert_reads_as_written(url: str) -> None:
         view = store.filter_compacted(main.id)
         assert view[0].parts[0].type == "compaction" and view[1].info.summary
         assert view[1].parts[0].text == "We added the parser; next: tests."
-        assert [c.status for c in store.compactions(main.id)] == ["completed", "failed"]
+        compactions = sorted(fixture["tables"]["compactions"], key=lambda row: (row["created_at"], row["id"]))
+        assert [c.status for c in store.compactions(main.id)] == [row["status"] for row in compactions]
+        assert compactions[0]["status"] == "completed"
         assert len(store.messages(child.id)) == 1
         assert integrity_problems(store) == []
 
@@ -100,7 +103,7 @@ def test_a_past_revision_upgrades_to_head_with_every_row(db_url: str, revision: 
     SessionStore.open(db_url).close()  # auto_migrate upgrades in place
     assert _revision(db_url) == migrate.head_revision()
     assert_rows_intact(db_url, fixture)
-    assert_reads_as_written(db_url)
+    assert_reads_as_written(db_url, fixture)
 
 
 @pytest.mark.parametrize("revision", PAST)
@@ -117,7 +120,7 @@ def test_downgrade_to_a_past_revision_keeps_the_rows_and_upgrades_again(db_url: 
     _upgrade(db_url)
     assert _indexes(db_url, "messages") == head_indexes
     assert_rows_intact(db_url, fixture)
-    assert_reads_as_written(db_url)
+    assert_reads_as_written(db_url, fixture)
 
 
 def test_0002_swaps_the_summary_index(db_url: str) -> None:
@@ -129,6 +132,72 @@ def test_0002_swaps_the_summary_index(db_url: str) -> None:
     _downgrade(db_url, "0001")
     messages = _indexes(db_url, "messages")
     assert "ix_messages_session_id_summary" in messages and "ix_messages_session_id_summary_seq" not in messages
+
+
+def test_0006_swaps_the_summary_and_session_part_indexes(db_url: str) -> None:
+    old = ({"ix_messages_session_id_summary_seq"}, {"ix_parts_session_id_type_id"})
+    new = ({"ix_messages_summaries"}, {"ix_parts_session_id_message_id_position"})
+    _upgrade(db_url, "0005")
+    fixture = read_fixture("0005")
+    load_rows(db_url, fixture["tables"])
+    for revision, (present, gone) in (("0006", (new, old)), ("0005", (old, new)), ("0006", (new, old))):
+        (_upgrade if revision == "0006" else _downgrade)(db_url, revision)
+        messages, parts = _indexes(db_url, "messages"), _indexes(db_url, "parts")
+        assert present[0] <= messages and present[1] <= parts, revision
+        assert not (gone[0] & messages or gone[1] & parts), revision
+    assert_rows_intact(db_url, fixture)
+    assert_reads_as_written(db_url, fixture)
+
+
+def test_the_summary_index_holds_only_summaries_and_the_boundary_query_can_use_it(db_url: str) -> None:
+    """0006's summary index is partial; its condition is the boundary query's own term, so each planner may use
+    it (PostgreSQL is asked to, with sequential scans off: it must prove the query implies the condition)."""
+    from sqlalchemy import text
+
+    from brutus.db import statements
+
+    _upgrade(db_url)
+    fixture = read_fixture("0005")
+    load_rows(db_url, fixture["tables"])
+    summaries = sum(1 for row in fixture["tables"]["messages"] if row["summary"])
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SET enable_seqscan = off"))
+                counted = "SELECT count(*) FROM messages WHERE summary IS true"
+            else:
+                counted = "SELECT count(*) FROM messages INDEXED BY ix_messages_summaries WHERE summary IS 1"
+            assert conn.execute(text(counted)).scalar() == summaries == 1
+            compiled = statements.NEWEST_BOUNDARY.compile(dialect=conn.dialect)
+            params = compiled.construct_params({"b_sid": "ses_x"})
+            if conn.dialect.name == "postgresql":
+                plan = [r[0] for r in conn.exec_driver_sql("EXPLAIN " + str(compiled), params)]
+            else:
+                raw = conn.connection.driver_connection
+                args = [params[n] for n in compiled.positiontup]
+                plan = [r[3] for r in raw.execute("EXPLAIN QUERY PLAN " + str(compiled), args)]
+    finally:
+        engine.dispose()
+    assert any("ix_messages_summaries" in step for step in plan), plan
+
+
+def test_a_session_loads_its_parts_in_index_order_without_a_sort(tmp_path) -> None:
+    """``SESSION_PARTS`` reads the parts' session index in its order (0006): SQLite sorts nothing."""
+    from sqlalchemy.dialects import sqlite
+
+    from brutus.db import statements
+
+    url = f"sqlite:///{tmp_path / 'plan.db'}"
+    SessionStore.open(url).close()
+    compiled = statements.SESSION_PARTS.compile(dialect=sqlite.dialect())
+    params = compiled.construct_params({"b_sid": "ses_x"})
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        plan = [row[3] for row in raw.execute("EXPLAIN QUERY PLAN " + str(compiled), [params[n] for n in compiled.positiontup])]
+    engine.dispose()
+    assert plan == ["SEARCH parts USING INDEX ix_parts_session_id_message_id_position (session_id=?)"], plan
 
 
 def test_every_revision_downgrades_to_base_and_back(db_url: str) -> None:
@@ -163,7 +232,7 @@ def test_the_boundary_query_uses_the_summary_index_on_sqlite(tmp_path) -> None:
         raw = conn.connection.driver_connection
         plan = [row[3] for row in raw.execute("EXPLAIN QUERY PLAN " + str(compiled), [params[n] for n in compiled.positiontup])]
     engine.dispose()
-    assert any("ix_messages_session_id_summary_seq" in step for step in plan), plan
+    assert any("ix_messages_summaries" in step for step in plan), plan
 
 
 def _boundary_query_steps(tmp_path, turns: int) -> tuple[int, Any]:

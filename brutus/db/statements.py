@@ -263,12 +263,12 @@ UPDATE_TOOL_STATE = prebuilt(
 UPDATE_PART_TOKENS = prebuilt(update(P).where(P.c.id == _b("pid")).values(tokens=_b("tokens"), updated_at=_b("now")))
 PARTS_OF_MESSAGE = prebuilt(select_parts().where(P.c.message_id == _b("mid")).order_by(P.c.position))
 # A whole session loads in two plain scans (parts, then tool states with outputs) rather than one join: the
-# join probes tool_states and tool_outputs for every text part. Parts in position order, so each message's
-# parts come in order: build_history sorts none (SQLite's sort is cheaper than a sort per message in Python).
+# join probes tool_states and tool_outputs for every text part. Parts message by message in position order,
+# the order of the parts' session index (0006): neither SQLite nor build_history sorts.
 SESSION_PARTS = prebuilt(
     select(P.c.id, P.c.session_id, P.c.message_id, P.c.position, P.c.type, P.c.data)
     .where(P.c.session_id == _b("sid"))
-    .order_by(P.c.position)
+    .order_by(P.c.message_id, P.c.position)
 )
 SESSION_TOOLS = _tool_rows_by_session("all")
 SESSION_TOOLS_UNPRUNED = _tool_rows_by_session("unpruned")

@@ -34,6 +34,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -92,8 +93,16 @@ class MessageRow(Base):
         # "the messages of a session from seq X on": an index range scan.
         UniqueConstraint("session_id", "seq"),
         # finding compaction boundaries without walking the history: the summaries of a session after a
-        # seq are a range scan (0002; without seq SQLite's boundary query was quadratic in the history)
-        Index(None, "session_id", "summary", "seq"),
+        # seq are a range scan (0002; without seq SQLite's boundary query was quadratic in the history). Only
+        # the summaries are in it (0006): its condition is the boundary query's own term, so both planners
+        # use it, and a turn's messages write nothing to it.
+        Index(
+            "ix_messages_summaries",
+            "session_id",
+            "seq",
+            sqlite_where=text("summary IS 1"),
+            postgresql_where=text("summary IS true"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
@@ -126,8 +135,9 @@ class PartRow(Base):
     __tablename__ = "parts"
     __table_args__ = (
         UniqueConstraint("message_id", "position"),
-        # "the tool parts of a session newest first": an index range scan on (session_id, type, id).
-        Index(None, "session_id", "type", "id"),
+        # a session's parts, message by message in position order (the load sorts nothing), and its cascade
+        # delete; a turn's parts go in at its end, one leaf, as ids are time-ordered (0006)
+        Index(None, "session_id", "message_id", "position"),
     )
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
