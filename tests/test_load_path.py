@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from corpus_helpers import all_files
+from pydantic import BaseModel
 
 from brutus import MessageWithParts, SessionStore, TextPart, import_file
 from brutus.db import statements as st
@@ -209,3 +210,97 @@ def test_a_pruned_output_is_not_read_by_filter_compacted(store: SessionStore) ->
     view = store.filter_compacted(session_id)[1].parts[0]
     assert full.state.output == "big" and full.state.time.compacted == 7
     assert view.state.output is None and view.state.time.compacted == 7
+
+
+def _mutable_objects(history: list[MessageWithParts]) -> list[Any]:
+    """Every mutable object in loaded entries: the models, their dicts, and the dicts, lists and sets in them.
+    Not a model's fields set when it holds every field: one such set is shared by the models of a class built
+    by the load path (assignment only adds a field name to it, and every name is in it already)."""
+    found: list[Any] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, BaseModel):
+            found.extend((value, value.__dict__))
+            fields_set = value.model_fields_set
+            if fields_set != set(type(value).model_fields):
+                found.append(fields_set)
+            for item in value.__dict__.values():
+                walk(item)
+        elif isinstance(value, dict):
+            found.append(value)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, (list, set)):
+            found.append(value)
+            for item in value:
+                walk(item)
+
+    for entry in history:
+        walk(entry)
+    return found
+
+
+def compacted_session(store: SessionStore) -> str:
+    """``hostile_session`` followed by a completed compaction and a turn after it (a boundary: the filtered
+    view reads its parts joined with their tool columns)."""
+    session_id = hostile_session(store)
+    user = store.append_message(session_id, "user")
+    store.append_part(user.id, {"type": "compaction", "auto": True})
+    summary = store.append_message(session_id, "assistant", parent_id=user.id, summary=True, mode="compaction")
+    store.append_part(summary.id, {"type": "text", "text": "the summary"})
+    store.finish_message(summary.id, finish="stop", tokens={"input": 5, "output": 4})
+    asked = store.append_message(session_id, "user", metadata={"k": [1, {"n": 2}]})
+    store.append_part(asked.id, {"type": "text", "text": "go on"})
+    reply = store.append_message(session_id, "assistant", parent_id=asked.id)
+    tool = store.append_part(
+        reply.id,
+        {"type": "tool", "call_id": "c3", "tool": "bash", "state": {"status": "pending", "input": {"a": [1, 2]}}},
+    )
+    store.update_tool(tool.id, status="running")
+    store.update_tool(tool.id, status="completed", output="out", metadata={"exit": 0})
+    store.append_part(reply.id, {"type": "text", "text": "done"})
+    store.finish_message(reply.id, finish="stop", tokens={"input": 1, "cache": {"read": 2}})
+    return session_id
+
+
+def test_loads_share_no_mutable_object(store: SessionStore) -> None:
+    # within one load and between loads, whole or filtered: editing what one load returned can reach nothing else
+    session_id = compacted_session(store)
+    loads = [store.messages(session_id), store.messages(session_id), store.filter_compacted(session_id)]
+    assert len(loads[2]) == 4 and len(loads[0]) > len(loads[2])
+    seen: dict[int, int] = {}
+    for number, history in enumerate(loads):
+        for value in _mutable_objects(history):
+            assert seen.setdefault(id(value), number) == number, f"shared between loads: {value!r}"
+        objects = _mutable_objects(history)
+        assert len({id(value) for value in objects}) == len(objects), "shared within one load"
+
+
+def test_a_loaded_message_edited_changes_no_other_and_not_the_next_load(store: SessionStore) -> None:
+    session_id = compacted_session(store)
+    first = store.messages(session_id)
+    before = [entry.model_dump() for entry in first]
+    reply = first[-1]
+    tool, text = reply.parts
+    reply.info.tokens.cache.read = 99
+    reply.info.tokens.input = 98
+    reply.info.time.created = 1
+    reply.info.cost = 2.5
+    reply.info.metadata = {"edited": True}
+    first[-2].info.metadata["k"][1]["n"] = 3
+    tool.state.input["a"].append(3)
+    tool.state.metadata["exit"] = 1
+    tool.state.time.end = 5
+    tool.state.output = "edited"
+    text.text = "edited"
+    text.time = None  # marks the field set on this part only
+    reply.parts.append(text)
+    first[0].parts.clear()
+    # every other message is as loaded, and the next loads are as the first was
+    assert [entry.model_dump() for entry in first[1:-2]] == before[1:-2]
+    second = store.messages(session_id)
+    assert [entry.model_dump() for entry in second] == before
+    assert "time" not in second[-1].parts[1].model_fields_set
+    assert "time" not in second[-3].parts[0].model_fields_set  # the summary's text part
+    view = store.filter_compacted(session_id)
+    assert [entry.model_dump() for entry in view] == before[-4:]
