@@ -186,7 +186,6 @@ def test_the_boundary_query_uses_the_summary_index_which_holds_only_summaries(db
     try:
         with engine.connect() as conn:
             if conn.dialect.name == "postgresql":
-                conn.execute(text("SET enable_seqscan = off"))
                 counted = "SELECT count(*) FROM messages WHERE summary IS true"
             else:
                 counted = "SELECT count(*) FROM messages INDEXED BY ix_messages_summaries WHERE summary IS 1"
