@@ -147,7 +147,11 @@ def require_matplotlib() -> None:
 def write_png(report: ReplayReport | list[ReplayReport], path: str | Path) -> None:
     """The context curve as a PNG: the replayed view (before and after each step's prune or compaction),
     the recorded session, the limit, the compaction threshold, markers where prune / compaction ran, and
-    below it the cumulative cost of the requests. Several reports (``--compare``): one curve each."""
+    below it the cumulative cost of the requests. Several reports (``--compare``): one curve each. Never
+    over a file of a database in use (``db.files``)."""
+    from ..db.files import refuse_database_file
+
+    refuse_database_file(path, doing="write")
     require_matplotlib()
     import matplotlib
 

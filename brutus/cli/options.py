@@ -39,11 +39,15 @@ def print_json(value: Any) -> None:
 
 
 def write_output(data: bytes, output: Path | None) -> None:
-    """``data`` to ``output``, or to stdout (as bytes: the text is the caller's encoding) when None."""
+    """``data`` to ``output``, or to stdout (as bytes: the text is the caller's encoding) when None. Never
+    over a file of a database in use (``db.files``)."""
     if output is None:
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
         return
+    from ..db.files import refuse_database_file
+
+    refuse_database_file(output, doing="write")
     try:
         output.write_bytes(data)
     except OSError as exc:

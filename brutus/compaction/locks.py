@@ -35,8 +35,10 @@ def advisory_key(session_id: str) -> int:
 
 
 def lock_file(database: str, session_id: str) -> Path:
+    """The session's lock file beside the database, named from the database's real path, so every store on
+    the file (through a symlink or another spelling of its path too) takes the same lock."""
     name = hashlib.sha256(session_id.encode()).hexdigest()[:32]
-    return Path(f"{database}.locks") / f"{name}.lock"
+    return Path(f"{os.path.realpath(database)}.locks") / f"{name}.lock"
 
 
 @contextmanager

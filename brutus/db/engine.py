@@ -26,7 +26,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from .. import codec
-from ..errors import InvalidInput, NoDatabase
+from ..errors import InvalidInput
+from .files import check_sqlite_file
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -42,6 +43,7 @@ __all__ = [
     "is_brutus_engine",
     "make_engine",
     "normalize_url",
+    "open_sqlite_databases",
     "redact",
     "sqlite_events",
     "sqlite_pragmas",
@@ -64,7 +66,6 @@ WAL_CHECKPOINT = {
 }
 WAL_SIZE_LIMIT = 16 * 1024 * 1024  # bytes the -wal file is truncated back to once a checkpoint restarts it
 WRITE = {"brutus_write": True}  # execution option marking a connection whose transaction will write
-SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 _CONFIGURED: weakref.WeakSet[Engine] = weakref.WeakSet()  # the engines make_engine built (brutus's settings)
 
@@ -127,31 +128,15 @@ def make_engine(url: str, *, create: bool = True, read_only: bool = False, **kwa
     return engine
 
 
+def open_sqlite_databases() -> list[str]:
+    """The database paths of the SQLite engines ``make_engine`` built that are still alive in this process
+    (sync and async: an async engine's ``sync_engine``)."""
+    return [e.url.database for e in list(_CONFIGURED) if e.dialect.name == "sqlite" and e.url.database]
+
+
 def is_brutus_engine(engine: Engine) -> bool:
     """Whether ``engine`` was built by ``make_engine`` (an async engine: its ``sync_engine``)."""
     return engine in _CONFIGURED
-
-
-def check_sqlite_file(path: Path, *, create: bool) -> None:
-    """Refuse a path brutus must not open as its SQLite database: a file that is not SQLite (an empty one
-    included), a directory, one that cannot be read; a missing file unless ``create`` and its directory exists.
-    A path is not a wish: no directory is made here."""
-    try:
-        with path.open("rb") as file:
-            head = file.read(len(SQLITE_MAGIC))
-    except FileNotFoundError:
-        if not create:
-            raise NoDatabase(str(path)) from None
-        if not path.parent.is_dir():
-            raise InvalidInput(f"cannot create a database at {path}: there is no directory {path.parent}") from None
-        return
-    except IsADirectoryError:
-        raise InvalidInput(f"{path} is a directory, not a SQLite database") from None
-    except OSError as exc:
-        raise InvalidInput(f"cannot open {path}: {exc.strerror or exc}") from None
-    if head != SQLITE_MAGIC:
-        what = "an empty file" if not head else "a file of another kind"
-        raise InvalidInput(f"{path} is not a SQLite database ({what}); brutus will not overwrite it")
 
 
 def engine_options(url: str, *, create: bool = True, read_only: bool = False, **kwargs: Any) -> tuple[URL, str, dict[str, Any]]:
@@ -171,7 +156,9 @@ def engine_options(url: str, *, create: bool = True, read_only: bool = False, **
         database = parsed.database or ""
         if database in ("", ":memory:") or parsed.query.get("mode") == "memory":
             raise InvalidInput("brutus needs a SQLite file, not an in-memory database")
-        check_sqlite_file(Path(database).expanduser(), create=create and not read_only)
+        path = Path(database).expanduser()
+        check_sqlite_file(path, create=create and not read_only)  # its messages name the path as given
+        parsed = parsed.set(database=str(path.absolute()))  # one file, whatever the working directory is later
         options["connect_args"] = {"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
         options["max_overflow"] = -1  # the store keeps one connection per thread: never block on the pool
     elif backend == "postgresql":

@@ -56,7 +56,11 @@ class Document:
 
 def read_document(path: str | Path) -> Document:
     """Read and parse the file at ``path``, decompressing it first when it is gzip-compressed
-    (``ImportFormatError`` when it cannot be imported)."""
+    (``ImportFormatError`` when it cannot be imported). A file of a SQLite database open in this process is
+    refused before it is opened (``InvalidInput``): reading it would drop that database's locks."""
+    from ..db.files import refuse_database_file
+
+    refuse_database_file(path, doing="read")
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
