@@ -52,6 +52,7 @@ from .db.async_engine import make_async_engine, sqlite_engine, sync_url
 from .db.async_sqlite import SQLiteConnections, SQLiteThread
 from .db.checkpoint import Checkpointer
 from .db.compaction_ops import list_compactions
+from .db.settle_ops import BULK_MESSAGES
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.migrate import prepare_schema
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction
@@ -341,7 +342,18 @@ class AsyncSessionStore:
         self, session_id: str, messages: Sequence[MessageWithParts | dict[str, Any]]
     ) -> list[MessageWithParts]:
         """Append whole messages with their parts in one call and one transaction (see ``SessionStore``)."""
-        return await self._run(ops.append_messages(session_id, messages, now=self.clock()))
+        appended = await self._run(ops.append_messages(session_id, messages, now=self.clock()))
+        if len(appended) >= BULK_MESSAGES:
+            await self.settle(messages=len(appended))
+        return appended
+
+    async def settle(self, *, messages: int | None = None) -> bool:
+        """``SessionStore.settle``: the same flow (``brutus.db.settle_ops.settle_flow``)."""
+        from .db.settle_ops import settle_flow
+
+        if self._batch.get() is not None:  # what the batch wrote is not committed yet: its caller settles after
+            return False
+        return await adrive_flow(settle_flow(self.engine.dialect.name, messages=messages), partial(self._act, None))
 
     async def update_tool(
         self,

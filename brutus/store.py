@@ -27,6 +27,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 
 from .db import edit_ops, history_ops, ops
 from .db.checkpoint import Checkpointer
+from .db.settle_ops import BULK_MESSAGES
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction
 from .db.migrate import prepare_schema
@@ -345,8 +346,24 @@ class SessionStore:
     ) -> list[MessageWithParts]:
         """Append whole messages with their parts in one call and one transaction (a finished turn, a copy):
         each item is a ``MessageWithParts`` or a dict ``{"info": {...}, "parts": [...]}``. Ids given are kept,
-        missing ones assigned; the session, seq and positions come from where the messages land."""
-        return self._run(ops.append_messages(session_id, messages, now=self.clock()))
+        missing ones assigned; the session, seq and positions come from where the messages land. A call of
+        ``BULK_MESSAGES`` (1,000) or more then ``settle``s (outside ``batch()``)."""
+        appended = self._run(ops.append_messages(session_id, messages, now=self.clock()))
+        if len(appended) >= BULK_MESSAGES:
+            self.settle(messages=len(appended))
+        return appended
+
+    def settle(self, *, messages: int | None = None) -> bool:
+        """After a bulk write of ``messages`` messages: index what search has pending, and on PostgreSQL renew
+        the planner's statistics when the write grew the tables by a tenth (None: always). ``import`` and a
+        large ``append_messages`` call it; a caller writing many messages inside ``batch()`` calls it after.
+        Returns whether the statistics were renewed. Inside ``store.batch()`` it does nothing (the batch has
+        not committed): call it after the batch."""
+        from .db.settle_ops import settle_flow
+
+        if self._batch.get() is not None:  # what the batch wrote is not committed yet: its caller settles after
+            return False
+        return drive_flow(settle_flow(self.engine.dialect.name, messages=messages), partial(self._act, None))
 
     def update_tool(
         self,

@@ -81,7 +81,9 @@ def import_files(store: SessionStore, paths: Sequence[str | Path], *, progress: 
 
 
 def import_documents(store: SessionStore, documents: Sequence[Document], *, progress: Progress | None = None) -> list[ImportReport]:
-    """Import parsed files in one transaction; ``progress`` is called after each one."""
+    """Import parsed files in one transaction; ``progress`` is called after each one. Then the store settles
+    (``SessionStore.settle``: the search index takes in what was imported, PostgreSQL's statistics are
+    renewed when the import grew the tables by a tenth) (nothing inside the caller's own batch)."""
     reports = []
     with store.batch():
         for document in documents:
@@ -89,6 +91,7 @@ def import_documents(store: SessionStore, documents: Sequence[Document], *, prog
             reports.append(report)
             if progress is not None:
                 progress(report)
+    store.settle(messages=sum(report.messages for report in reports))
     return reports
 
 

@@ -1,0 +1,55 @@
+"""After a bulk write (an import, an ``append_messages`` of ``BULK_MESSAGES`` or more): the database is left
+as fast to read as before it (issue 32, "no backlog" and "statistics are current").
+
+- The search index takes in what the write left pending (``search_ops.index_pending``), in a transaction of
+  its own right after the write's, so the first search after an import is as fast as any other.
+- PostgreSQL: the planner's statistics of the tables the write filled are renewed (``ANALYZE``) when it
+  grew them by a tenth or more (autovacuum's own default threshold, which it would act on only after its
+  next nap, and the view of a session's tail takes a sequential scan over every part meanwhile), or when
+  they were never analyzed. SQLite's planner keeps no such statistics here: nothing to do.
+
+Nothing is done inside ``store.batch()``: the batch's caller settles once it has committed (the importers
+do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from sqlalchemy import column, text
+
+from .search_ops import index_pending
+from .sqlite_driver import prebuilt
+from .statements import Op, step
+
+__all__ = ["BULK_MESSAGES", "GROWTH", "settle_flow"]
+
+BULK_MESSAGES = 1_000  # an append_messages call of at least this many messages is a bulk write
+GROWTH = 0.1  # a table grown by this fraction of its rows since its statistics were taken is analyzed again
+TABLES = ("messages", "parts", "tool_states", "tool_outputs", "search_vectors")
+
+_ESTIMATE = prebuilt(
+    text("SELECT reltuples FROM pg_class WHERE oid = CAST('messages' AS regclass)").columns(column("reltuples"))
+)
+_ANALYZE = prebuilt(text(f"ANALYZE {', '.join(TABLES)}"))
+
+
+def settle_flow(dialect: str, *, messages: int | None) -> Generator[Any, Any, bool]:
+    """Settle after a bulk write of ``messages`` messages (None: however many, the statistics are renewed),
+    as a flow (``brutus.flows``); whether the statistics were renewed."""
+    from ..flows import Tx
+
+    yield Tx(index_pending(dialect))
+    if dialect != "postgresql":
+        return False
+    return (yield Tx(_analyze_if_grown(messages)))
+
+
+def _analyze_if_grown(messages: int | None) -> Op:
+    if messages is not None:
+        estimate = (yield step(_ESTIMATE, {}, fetch="first")).reltuples  # -1: never analyzed
+        if estimate >= 0 and messages < GROWTH * estimate:
+            return False
+    yield step(_ANALYZE)
+    return True
