@@ -22,8 +22,8 @@ def pip_install(*extras: str) -> str:
 
 
 def require(what: str, modules: Mapping[str, str]) -> None:
-    """Import each of ``modules`` (module name → the extra that brings it); ``MissingDependency`` naming
-    ``what`` needs, the modules missing and the pip line of their extras."""
+    """Import each of ``modules`` (module name → the extra that brings it). Any missing: ``MissingDependency``
+    saying that ``what`` needs them, with the pip line of their extras."""
     missing: dict[str, str] = {}
     for name, extra in modules.items():
         try:
