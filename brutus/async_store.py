@@ -28,22 +28,10 @@ from functools import partial
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import MissingDependency
+from .extras import require
 
-
-def _require_extra() -> None:
-    """The async store runs on greenlet (SQLAlchemy's asyncio extension) and aiosqlite: say what to install."""
-    missing = []
-    for name in ("greenlet", "aiosqlite"):
-        try:
-            __import__(name)
-        except ImportError:
-            missing.append(name)
-    if missing:
-        raise MissingDependency(f"the async store needs {' and '.join(missing)}: pip install 'brutus[async]'")
-
-
-_require_extra()
+# the async store runs on greenlet (SQLAlchemy's asyncio extension) and aiosqlite: say what to install
+require("the async store", {"greenlet": "async", "aiosqlite": "async"})
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine  # noqa: E402
 

@@ -33,6 +33,7 @@ __all__ = [
     "ImportFormatError",
     "InvalidInput",
     "InvalidTransition",
+    "MissingDependency",
     "NoDatabase",
     "NotFound",
     "NothingToCompact",
@@ -55,12 +56,14 @@ class NotFound(BrutusError, LookupError):
 
 
 class NoDatabase(NotFound):
-    """No brutus database at the place asked for (and none was to be created there)."""
+    """No brutus database at the place asked for (and none was to be created there). ``reason``: what the
+    server said when the database itself is not there (PostgreSQL: 'database "x" does not exist')."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, *, reason: str | None = None) -> None:
         self.kind = "database"
         self.id = where
-        BrutusError.__init__(self, f"no brutus database at {where}")
+        self.reason = reason
+        BrutusError.__init__(self, f"cannot open {where}: {reason}" if reason else f"no brutus database at {where}")
 
 
 class InvalidInput(BrutusError, ValueError):

@@ -1,8 +1,9 @@
 """Fixtures: stores on real SQLite files and on the real PostgreSQL server.
 
 PostgreSQL runs when ``BRUTUS_TEST_POSTGRES_URL`` is set (``.ci/run`` sets it). Each test run creates its own
-database on that server; tests share it and start from empty tables. Under CI (``CI`` set) a missing URL is
-an error, never a silent skip.
+database on that server; tests share it and start from empty tables. Without the URL the tests on the
+``postgresql`` backend are deselected and the header says so once; under CI (``CI`` set) a missing URL is an
+error, never a silent skip.
 
 The slow reliability tests (marked ``slow``: crashes, races, fuzzing, every corpus session) run when
 ``BRUTUS_TEST_SLOW`` or ``CI`` is set (``.ci/run`` sets it) or when ``-m`` chooses; otherwise they are
@@ -39,19 +40,32 @@ def _runs_slow(config: pytest.Config) -> bool:
     return bool(os.environ.get(SLOW_ENV) or os.environ.get("CI") or config.getoption("markexpr"))
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_header(config: pytest.Config) -> list[str]:
     if _runs_slow(config):
-        return "brutus: slow reliability tests included"
-    return f"brutus: slow reliability tests deselected (set {SLOW_ENV}=1 to run them, as .ci/run does)"
+        lines = ["brutus: slow reliability tests included"]
+    else:
+        lines = [f"brutus: slow reliability tests deselected (set {SLOW_ENV}=1 to run them, as .ci/run does)"]
+    if os.environ.get(PG_ENV):
+        lines.append("brutus: PostgreSQL tests included")
+    else:
+        lines.append(f"brutus: PostgreSQL tests deselected (set {PG_ENV}=postgresql+psycopg://… to run them, as .ci/run does)")
+    return lines
+
+
+def _on_postgres(item: pytest.Item) -> bool:
+    """Whether ``item`` runs on the PostgreSQL backend: a fixture (``backend``, ``crash_runs``) parametrized
+    with ``BACKENDS`` took ``"postgresql"``."""
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgresql" in callspec.params.values()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _runs_slow(config):
-        return
-    slow = [item for item in items if item.get_closest_marker("slow")]
-    if slow:
-        config.hook.pytest_deselected(items=slow)
-        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+    no_slow, no_postgres = not _runs_slow(config), not os.environ.get(PG_ENV)
+    left_out = [item for item in items if (no_slow and item.get_closest_marker("slow")) or (no_postgres and _on_postgres(item))]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        gone = set(left_out)
+        items[:] = [item for item in items if item not in gone]
 
 
 class PostgresServer:
@@ -99,8 +113,7 @@ def pg_shared_url(pg_server: PostgresServer | None) -> str | None:
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
-    if request.param == "postgresql" and not os.environ.get(PG_ENV):
-        pytest.skip(f"{PG_ENV} not set")
+    """The backend under test (its ``postgresql`` tests are deselected without ``BRUTUS_TEST_POSTGRES_URL``)."""
     return request.param
 
 

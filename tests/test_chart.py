@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from brutus.cli.chart import ascii_chart, compact_number, require_matplotlib
-from brutus.errors import InvalidInput
+from brutus.errors import MissingDependency
 from brutus.models import ModelLimits
 from brutus.replay import ReplayPoint, ReplayReport
 
@@ -56,7 +56,7 @@ def test_compact_number() -> None:
 
 def test_plot_without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(InvalidInput, match=r"pip install 'brutus\[plot\]'"):
+    with pytest.raises(MissingDependency, match=r"^--plot needs matplotlib: pip install 'brutus-store\[plot\]'$"):
         require_matplotlib()
 
 

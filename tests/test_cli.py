@@ -68,7 +68,7 @@ def test_db_commands(db_url: str, backend: str) -> None:
     [
         (("show", "ses_missing"), "no brutus database at"),
         (("show", "ses_x", "--db", "mysql://nowhere/db"), "supports SQLite and PostgreSQL"),
-        (("show", "ses_x", "--db", "postgresql://nobody@127.0.0.1:1/none"), "cannot open postgresql://nobody@127.0.0.1:1/none: connection failed"),
+        (("show", "ses_x", "--db", "postgresql://nobody@127.0.0.1:1/none"), "cannot open postgresql://nobody@127.0.0.1:1/none: Connection refused"),
         (("sessions", "list", "--limit", "0"), "Invalid value"),
         (("nonsense",), "No such command"),
     ],

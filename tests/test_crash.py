@@ -30,7 +30,7 @@ from brutus.db.engine import make_engine
 from brutus.db.migrate import upgrade
 
 from builders import Msg, Tool, write_history
-from conftest import BACKENDS, PG_ENV
+from conftest import BACKENDS
 from crash_writer import COMPACTION_POINTS, OPS_PER_STEP, SMALL, CountingClock, FakeSummarizer, step_ops
 from integrity import dump, integrity_problems, normalize
 
@@ -119,10 +119,6 @@ def _snapshot(store: SessionStore, session_id: str) -> dict[str, Any]:
 @pytest.fixture(scope="module", params=BACKENDS)
 def crash_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, pg_server: Any) -> dict[str, Run]:
     """Every kill point of one backend, run in parallel; the tests check one point each."""
-    import os
-
-    if request.param == "postgresql" and not os.environ.get(PG_ENV):
-        pytest.skip(f"{PG_ENV} not set")
     tmp = tmp_path_factory.mktemp(f"crash_{request.param}")
     shared = pg_server.new_database() if request.param == "postgresql" else None
     if shared is not None:

@@ -248,7 +248,7 @@ def test_the_async_store_without_its_extra_says_what_to_install() -> None:
         "except Exception as exc:\n    print(type(exc).__name__, isinstance(exc, __import__('brutus').BrutusError), exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.stdout.strip() == "MissingDependency True the async store needs aiosqlite: pip install 'brutus[async]'", out.stderr
+    assert out.stdout.strip() == "MissingDependency True the async store needs aiosqlite: pip install 'brutus-store[async]'", out.stderr
 
 
 # -- the demo --------------------------------------------------------------------------------------------

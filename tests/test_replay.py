@@ -209,7 +209,7 @@ def test_replay_plot_without_matplotlib_is_a_clear_error(tmp_path: Path) -> None
     db = f"sqlite:///{tmp_path / 'none.db'}"
     result = run("replay", str(corpus_file("nimble-pixel")), "--plot", str(tmp_path / "x.png"), "--db", db, code=code)
     assert result.returncode == 1
-    assert result.stderr.strip() == "brutus: error: --plot needs matplotlib, which is not installed: pip install 'brutus[plot]'"
+    assert result.stderr.strip() == "brutus: error: --plot needs matplotlib: pip install 'brutus-store[plot]'"
     assert not (tmp_path / "none.db").exists()  # refused before any work
 
 

@@ -10,11 +10,13 @@ import sys
 
 import click
 
+from .. import __version__
+
 __all__ = ["cli", "main"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="brutus")
+@click.version_option(version=__version__)
 def cli() -> None:
     """brutus: the compaction-aware session store behind a long-running coding agent."""
 

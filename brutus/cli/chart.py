@@ -1,4 +1,4 @@
-"""The context curve of a replay as a terminal chart, and as a PNG with matplotlib (optional: ``brutus[plot]``).
+"""The context curve of a replay as a terminal chart, and as a PNG with matplotlib (optional: ``brutus-store[plot]``).
 
 The terminal chart is plain text: columns of steps (a step spread over several columns when there is room,
 steps bucketed at their peak when there is not), bars of block characters for the replayed view, ``·`` for the recorded
@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import InvalidInput
 from ..replay import ReplayPoint, ReplayReport
 
 __all__ = ["ascii_chart", "compact_number", "legend", "require_matplotlib", "write_png"]
@@ -138,10 +137,9 @@ def legend(report: ReplayReport, lines: list[str]) -> str:
 
 def require_matplotlib() -> None:
     """Fail early, with the install command, when matplotlib is missing."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise InvalidInput("--plot needs matplotlib, which is not installed: pip install 'brutus[plot]'") from None
+    from ..extras import require
+
+    require("--plot", {"matplotlib": "plot"})
 
 
 def write_png(report: ReplayReport | list[ReplayReport], path: str | Path) -> None:

@@ -27,7 +27,7 @@ def register(cli: click.Group) -> None:
               show_default=True, help="When to prune: with each compaction, after each turn, never, or once the cache is cold.")
 @click.option("--compare", is_flag=True, help="Replay under every policy and print cost, cache reads, peak, compactions.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE.png",
-              help="Also draw the context curve into a PNG (needs matplotlib: pip install 'brutus[plot]').")
+              help="Also draw the context curve into a PNG (needs matplotlib: pip install 'brutus-store[plot]').")
 @db_option
 @json_option
 def replay(file: Path, context_limit: int | None, model: str | None, policy: str, compare: bool, plot: Path | None,

@@ -13,7 +13,6 @@ arguments (``sqlite_engine``), so they are set up exactly as the async engine's 
 
 from __future__ import annotations
 
-import importlib.util
 import weakref
 from typing import Any
 
@@ -22,7 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from ..errors import InvalidInput
+from ..extras import require
 from .engine import _CONFIGURED, engine_options, make_engine, normalize_url, sqlite_events
 
 __all__ = ["make_async_engine", "sqlite_engine", "sync_url"]
@@ -52,15 +51,11 @@ def sync_url(url: str) -> str:
 def make_async_engine(url: str, *, create: bool = True, read_only: bool = False, **kwargs: Any) -> AsyncEngine:
     """An ``AsyncEngine`` for ``url`` with brutus's connection settings (see ``make_engine``)."""
     parsed, backend, options = engine_options(sync_url(url), create=create, read_only=read_only, **kwargs)
-    needed = {"greenlet": "async", "aiosqlite": "async"} if backend == "sqlite" else {"greenlet": "async", "psycopg": "postgres"}
-    missing = [name for name in needed if importlib.util.find_spec(name) is None]
-    if missing:
-        extras = ",".join(sorted({needed[name] for name in missing}))
-        raise InvalidInput(f"the async store needs {' and '.join(missing)}: pip install 'brutus[{extras}]'")
-    try:
-        engine = create_async_engine(parsed.set(drivername=_ASYNC_DRIVERS[backend]), **options)
-    except (ImportError, ModuleNotFoundError) as exc:
-        raise InvalidInput(f"the async driver for {backend} is not installed ({exc}); pip install 'brutus[async]'") from None
+    if backend == "sqlite":
+        require("the async store on SQLite", {"greenlet": "async", "aiosqlite": "async"})
+    else:
+        require("the async store on PostgreSQL", {"greenlet": "async", "psycopg": "postgres"})
+    engine = create_async_engine(parsed.set(drivername=_ASYNC_DRIVERS[backend]), **options)
     if backend == "sqlite":
         sqlite_events(engine.sync_engine, read_only=read_only)
         twin = make_engine(sync_url(url), create=create, read_only=read_only, **kwargs)  # the store's connections

@@ -27,6 +27,7 @@ from sqlalchemy.exc import ArgumentError
 
 from .. import codec
 from ..errors import InvalidInput
+from ..extras import require
 from .files import check_sqlite_file
 
 __all__ = [
@@ -118,10 +119,9 @@ def make_engine(url: str, *, create: bool = True, read_only: bool = False, **kwa
     be written through the engine (SQLite ``query_only``, PostgreSQL read-only transactions). Other keyword
     arguments go to ``sqlalchemy.create_engine`` (pool settings, echo…)."""
     parsed, backend, options = engine_options(url, create=create, read_only=read_only, **kwargs)
-    try:
-        engine = create_engine(parsed, **options)
-    except (ImportError, ModuleNotFoundError) as exc:
-        raise InvalidInput(f"the driver for {backend} is not installed ({exc}); pip install 'brutus[postgres]'") from None
+    if backend == "postgresql":
+        require("brutus on PostgreSQL", {"psycopg": "postgres"})
+    engine = create_engine(parsed, **options)
     if backend == "sqlite":
         sqlite_events(engine, read_only=read_only)
     _CONFIGURED.add(engine)

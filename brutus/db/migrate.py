@@ -8,6 +8,7 @@ so a second process that waited finds the schema at head and does nothing.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
 
 __all__ = [
+    "connection_reason",
     "current_revision",
     "downgrade",
     "head_revision",
@@ -98,9 +100,26 @@ def downgrade(engine: Engine, revision: str) -> None:
     _locked(engine, command.downgrade, revision)
 
 
+# libpq's preamble before the reason a connection failed: 'connection failed: connection to server at
+# "127.0.0.1", port 5432 failed: FATAL:  role "x" does not exist' (or '… on socket "/run/….5432" failed: …')
+_CONNECTION_PREAMBLE = re.compile(r'^(?:connection (?:failed|is bad): )?connection to server (?:at|on) .*? failed: (?:FATAL: +)?')
+_MISSING_DATABASE = re.compile(r'^database ".*" does not exist$')
+
+
+def connection_reason(error: BaseException) -> str:
+    """Why a connection failed, in one line, as the server or libpq said it: 'role "x" does not exist',
+    'Connection refused (Is the server running on that host and accepting TCP/IP connections?)'."""
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    reason = _CONNECTION_PREAMBLE.sub("", lines[0].strip())
+    if len(lines) > 1 and lines[1].startswith("\t"):  # libpq's hint for this attempt
+        reason += f" ({lines[1].strip()})"
+    return reason
+
+
 def revision_of(engine: Engine, where: str) -> str | None:
-    """The database's revision (None: no brutus schema); ``NoDatabase`` when there is no database at all
-    (a PostgreSQL database that does not exist), ``DatabaseError`` naming ``where`` when it cannot be read."""
+    """The database's revision (None: no brutus schema, the server answered). When it cannot be read, the
+    server's reason naming ``where``: ``NoDatabase`` for a PostgreSQL database that does not exist,
+    ``DatabaseError`` otherwise (a role that does not exist, authentication failed, connection refused…)."""
     from sqlalchemy.exc import DBAPIError
 
     try:
@@ -108,9 +127,9 @@ def revision_of(engine: Engine, where: str) -> str | None:
             current = current_revision(connection)
             connection.rollback()
     except DBAPIError as exc:
-        reason = str(exc.orig if exc.orig is not None else exc).strip().splitlines()[0]
-        if "does not exist" in reason:
-            raise NoDatabase(where) from None
+        reason = connection_reason(exc.orig if exc.orig is not None else exc)
+        if _MISSING_DATABASE.match(reason):
+            raise NoDatabase(where, reason=reason) from None
         raise DatabaseError(f"cannot open {where}: {reason}") from exc
     return current
 

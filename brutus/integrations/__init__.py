@@ -1,9 +1,9 @@
 """brutus as the session store of the agent SDKs people build with (optional extras).
 
 - ``brutus.integrations.claude_agent_sdk.BrutusSessionStore``: the Claude Agent SDK's ``SessionStore``
-  (``pip install 'brutus[claude-agent-sdk]'``).
+  (``pip install 'brutus-store[claude-agent-sdk]'``).
 - ``brutus.integrations.openai_agents.BrutusSession``: OpenAI Agents' ``Session``
-  (``pip install 'brutus[openai-agents]'``).
+  (``pip install 'brutus-store[openai-agents]'``).
 
 Both keep the SDK's own records exactly (``transcripts``) and parse them into a brutus session as they
 arrive, so the SDK reads back what it wrote while brutus shows, prunes and compacts the session. Nothing here

@@ -28,14 +28,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidInput, MissingDependency, NotFound
+from ..errors import InvalidInput, NotFound
+from ..extras import require
 
-try:
-    from claude_agent_sdk import fold_session_summary
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingDependency(
-        "brutus.integrations.claude_agent_sdk needs the Claude Agent SDK: pip install 'brutus[claude-agent-sdk]'"
-    ) from exc
+# what the extra brings: the SDK, and the async store's drivers
+require("brutus.integrations.claude_agent_sdk",
+        {"claude_agent_sdk": "claude-agent-sdk", "aiosqlite": "claude-agent-sdk", "greenlet": "claude-agent-sdk"})
+
+from claude_agent_sdk import fold_session_summary  # noqa: E402
 
 from ..async_store import AsyncSessionStore
 from ..importers.claude_code_builder import prompt_title

@@ -24,14 +24,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ..errors import InvalidInput, InvalidTransition, MissingDependency, NotFound
+from ..errors import InvalidInput, InvalidTransition, NotFound
+from ..extras import require
 
-try:
-    from agents.memory import SessionSettings
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingDependency(
-        "brutus.integrations.openai_agents needs OpenAI Agents: pip install 'brutus[openai-agents]'"
-    ) from exc
+# what the extra brings: the SDK (the module ``agents``), and the async store's drivers
+require("brutus.integrations.openai_agents", {"agents": "openai-agents", "aiosqlite": "openai-agents", "greenlet": "openai-agents"})
+
+from agents.memory import SessionSettings  # noqa: E402
 
 from ..async_store import AsyncSessionStore
 from ..models import MessageWithParts

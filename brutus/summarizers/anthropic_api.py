@@ -91,7 +91,7 @@ def _anthropic_module() -> Any | None:
 def _import_anthropic(model: str) -> Any:
     anthropic = _anthropic_module()
     if anthropic is None:
-        raise SummarizerError("the anthropic package is not installed: pip install 'brutus[anthropic]'", model=model)
+        raise SummarizerError("the anthropic package is not installed (brutus-store depends on it): pip install anthropic", model=model)
     return anthropic
 
 
