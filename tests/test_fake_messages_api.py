@@ -169,7 +169,7 @@ def test_scripts_fill_in_ids_and_stop_reasons_and_can_fail(clock: Clock) -> None
     ([user([{"type": "text", "text": "a", "colour": "red"}])], {}, "messages.0.content.0.text.colour: Extra inputs are not permitted"),
     ([user("a"), assistant([]), user("b")], {}, "messages.1: all messages must have non-empty content except for the optional final assistant message"),
     ([user("a")], {"extra_body": {"temprature": 1}}, "temprature: Extra inputs are not permitted"),
-    ([user("a")], {"stream": True}, "stream: FakeMessagesAPI answers non-streaming requests only"),
+    ([user("a")], {"extra_body": {"stream": "yes"}}, "stream: Input should be a valid boolean"),
     ([{"role": "system", "content": "x"}, user("a")], {}, "messages.0: a `system` message cannot be the first message"),
     ([user("a"), {"role": "system", "content": "Be terse."}, user("b")], {}, 'messages: roles must alternate between "user" and "assistant", but found multiple "user" roles in a row'),
 ])
