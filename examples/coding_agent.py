@@ -85,7 +85,8 @@ def agent(store: SessionStore, session_id: str, prompt: str | None, client: anth
         conv.user(prompt)
     for _ in range(25):  # at most 25 model calls per run
         try:
-            response = client.beta.messages.create(**conv.request())
+            with client.beta.messages.stream(**conv.request()) as stream:  # as the README's loop
+                response = stream.get_final_message()
         except anthropic.BadRequestError as exc:
             if conv.recover(exc):  # prompt too long: compacted, send again
                 continue

@@ -169,7 +169,7 @@ def test_scripts_fill_in_ids_and_stop_reasons_and_can_fail(clock: Clock) -> None
     ([user([{"type": "text", "text": "a", "colour": "red"}])], {}, "messages.0.content.0.text.colour: Extra inputs are not permitted"),
     ([user("a"), assistant([]), user("b")], {}, "messages.1: all messages must have non-empty content except for the optional final assistant message"),
     ([user("a")], {"extra_body": {"temprature": 1}}, "temprature: Extra inputs are not permitted"),
-    ([user("a")], {"stream": True}, "stream: FakeMessagesAPI answers non-streaming requests only"),
+    ([user("a")], {"extra_body": {"stream": "yes"}}, "stream: Input should be a valid boolean"),
     ([{"role": "system", "content": "x"}, user("a")], {}, "messages.0: a `system` message cannot be the first message"),
     ([user("a"), {"role": "system", "content": "Be terse."}, user("b")], {}, 'messages: roles must alternate between "user" and "assistant", but found multiple "user" roles in a row'),
 ])
@@ -578,3 +578,16 @@ async def test_the_async_client_round_trips_thinking_and_gets_the_same_refusals(
         await client.close()
         assert [r.status for r in fake.requests] == [200, 200, 400, 200]
         assert fake.requests[0].betas == (BINDING,)
+
+
+def test_clearing_no_thinking_is_a_no_op_and_other_context_edits_are_not_simulated(client: anthropic.Anthropic) -> None:
+    """Claude Code sends ``clear_thinking_20251015`` with ``keep: "all"``: it clears nothing, so it is accepted."""
+    betas = ["context-management-2025-06-27"]
+    keep_all = {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}
+    reply = client.beta.messages.create(model="claude-fable-5-1", max_tokens=64, messages=[user("a")], betas=betas,
+                                        context_management=keep_all)
+    assert reply.context_management.applied_edits == []
+    clearing = {"edits": [{"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}]}
+    with pytest.raises(anthropic.BadRequestError, match="context editing strategy 'clear_thinking_20251015' is not simulated"):
+        client.beta.messages.create(model="claude-fable-5-1", max_tokens=64, messages=[user("a")], betas=betas,
+                                    context_management=clearing)

@@ -32,7 +32,8 @@ class AsyncConversation:
 
     @property
     def last(self) -> RequestStats:
-        """What the last ``request()`` did (first changed message, thinking stripped or dropped, policy)."""
+        """What the last ``request()`` did (``RequestStats``: tokens before and after the policy, first changed
+        message, thinking stripped or dropped, prune, compaction or why not)."""
         return self.state.last
 
     async def view(self) -> list[MessageWithParts]:
@@ -44,7 +45,7 @@ class AsyncConversation:
 
     async def request(self) -> dict[str, Any]:
         """The policy first (pending / reactive / threshold compaction, prune as configured), then the
-        keyword arguments for ``client.beta.messages.create``."""
+        keyword arguments for ``client.beta.messages.stream`` or ``.create``."""
         return await self._run(flows.request(self.state, self.store.clock()))
 
     async def record(self, response: Any) -> Message:

@@ -5,16 +5,18 @@
     conv = store.conversation(session.id, model="claude-opus-4-6", system="You are a coding agent.", tools=TOOLS)
     conv.user("Why does test_sync fail?")
     while True:
+        if calls := conv.pending_calls():  # first: a resumed session runs the calls left waiting
+            conv.tool_results([run(call) for call in calls])
         try:
-            response = client.beta.messages.create(**conv.request())
+            with client.beta.messages.stream(**conv.request()) as stream:  # or create(**conv.request())
+                response = stream.get_final_message()
         except anthropic.BadRequestError as exc:
             if conv.recover(exc):
                 continue
             raise
         conv.record(response)
-        if not (calls := conv.pending_calls()):
+        if not conv.pending_calls():
             break
-        conv.tool_results([run(call) for call in calls])
 
 The rules are in ``core.py`` (what is stored), ``render.py`` (what is sent), ``policy.py`` (when it prunes
 and compacts) and ``flows.py`` (the order of each call's steps, which this class runs on its store).
@@ -51,7 +53,8 @@ class Conversation:
 
     @property
     def last(self) -> RequestStats:
-        """What the last ``request()`` did (first changed message, thinking stripped or dropped, policy)."""
+        """What the last ``request()`` did (``RequestStats``: tokens before and after the policy, first changed
+        message, thinking stripped or dropped, prune, compaction or why not)."""
         return self.state.last
 
     def view(self) -> list[MessageWithParts]:
@@ -63,7 +66,7 @@ class Conversation:
 
     def request(self) -> dict[str, Any]:
         """The policy first (pending / reactive / threshold compaction, prune as configured), then the
-        keyword arguments for ``client.beta.messages.create``."""
+        keyword arguments for ``client.beta.messages.stream`` or ``.create``."""
         return self._run(flows.request(self.state, self.store.clock()))
 
     def record(self, response: Any) -> Message:

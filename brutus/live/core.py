@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compaction.plan import ENDED
+from ..compaction.plan import ENDED, post_tokens, stall_reason
 from ..db.compaction_ops import CONTINUE_TEXT
 from ..errors import InvalidInput
 from ..models import MessageWithParts, ModelLimits
@@ -35,7 +37,9 @@ from .render import BINDING_BETA, Hashes, Rendered, render_messages
 
 COMPACTION_BETA = "compact-2026-09-04"  # the API's on-demand compaction; its blocks need it to come back
 
-__all__ = ["ConversationState", "RequestStats", "is_prompt_too_long"]
+__all__ = ["ConversationState", "RequestStats", "is_prompt_too_long", "request_timeout"]
+
+log = logging.getLogger("brutus.live")
 
 _TOO_LONG = ("prompt is too long", "model_context_window_exceeded", "context window", "input length and `max_tokens` exceed")
 
@@ -48,10 +52,28 @@ def is_prompt_too_long(error: BaseException) -> bool:
     return (status in (None, 400, 413)) and any(marker in text for marker in _TOO_LONG)
 
 
+def request_timeout(max_tokens: int) -> float | None:
+    """Seconds a non-streaming request may take, when the anthropic SDK would otherwise refuse it.
+
+    The SDK expects 3,600 s per 128,000 ``max_tokens`` and refuses (``Streaming is required for operations
+    that may take longer than 10 minutes``) a non-streaming request it expects over 600 s, unless the call
+    gives its own ``timeout``. With that expected time as the ``timeout`` a plain ``create`` works; a stream
+    is unaffected (it is the wait between events)."""
+    expected = 3600 * max_tokens / 128_000
+    return float(math.ceil(expected)) if expected > 600 else None
+
+
 @dataclass
 class RequestStats:
-    """What the last ``request()`` did: the first message that changed since the one before, thinking
-    blocks stripped or sent for the API to drop, and the policy's actions."""
+    """What the last ``request()`` did.
+
+    ``tokens_before``: the context the session filled when the policy ran (the last reported usage plus
+    estimates after it); ``tokens_after``: what the rendered request fills once the policy is done (equal
+    unless it pruned or compacted). ``first_change``: index of the first message that differs from the
+    request before (None: append-only). ``stripped`` / ``drop_block``: thinking blocks stripped, or sent for
+    the API to drop. ``pruned``: tool-output tokens pruned; ``compacted``: a compaction completed;
+    ``stalled``: why a compaction was not done or did not help (the loop carries on; none again before the
+    next user turn)."""
 
     first_change: int | None = None
     stripped: list[str] = field(default_factory=list)
@@ -59,7 +81,8 @@ class RequestStats:
     pruned: int = 0
     compacted: bool = False
     stalled: str | None = None
-    tokens: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
 
 
 @dataclass
@@ -138,11 +161,11 @@ class ConversationState:
         last_assistant = next((m for m in reversed(view) if m.info.role == "assistant"), None)
         turn_ended = bool(view) and view[-1].info.role == "user" and last_assistant is not None and last_assistant.info.finish in ENDED
         idle = None if self.last_request_ms is None else now - self.last_request_ms
-        self.last.tokens = self.measure(view)
+        self.last.tokens_before = self.measure(view)
         assert self.limits is not None
         return plan_request(
             self.policy,
-            tokens=self.last.tokens,
+            tokens=self.last.tokens_before,
             limits=self.limits,
             pending=pending,
             overflow=self.overflow,
@@ -157,9 +180,18 @@ class ConversationState:
         return bool(limit) and self.measure(view) > limit
 
     def block(self, view: Sequence[MessageWithParts], reason: str) -> None:
-        """A compaction stalled: none again before the next user turn."""
+        """A compaction stalled: none again before the next user turn (logged, never raised: the loop goes on)."""
         self.blocked_turns = sum(1 for m in view if m.info.role == "user" and not m.info.synthetic)
         self.last.stalled = reason
+        log.warning("session %s: %s; no automatic compaction before the next user turn", self.session_id, reason)
+
+    def too_small(self, view: Sequence[MessageWithParts]) -> str | None:
+        """Why compacting ``view`` cannot gain anything, or None: the compaction pair alone (an empty summary,
+        no tail) would not bring it under the stall ratio, so it is not tried (no summary is paid for)."""
+        tokens, floor = context_size(view), post_tokens("", [])
+        if stall_reason(tokens, floor, self.policy.compaction_config()):
+            return f"the session is too small to gain from compaction ({tokens} tokens)"
+        return None
 
     @staticmethod
     def needs_continue(rendered: Rendered) -> bool:
@@ -236,6 +268,8 @@ class ConversationState:
         if COMPACTION_BETA not in betas and any(b.get("type") == "compaction" for m in messages[:1] for b in m["content"]):
             betas.append(COMPACTION_BETA)  # a compaction block is content only under the compaction beta
         kwargs["cache_control"] = self._breakpoint()
+        if (timeout := request_timeout(self.max_tokens)) is not None:
+            kwargs["timeout"] = timeout
         for key, value in self.extra.items():
             if key != "betas":
                 kwargs.setdefault(key, value)

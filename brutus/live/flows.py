@@ -69,16 +69,23 @@ def request(state: ConversationState, now: int) -> Flow:
         if state.last.pruned:
             view = yield Load()
     if plan.compact and (not plan.compact_if_still_over or state.still_over(view)):
-        view = yield from _compact(state, view, plan.compact)
+        view = yield from _compact(state, view, plan.compact, pending=pending)
     rendered, kwargs = state.render(view)
     if state.needs_continue(rendered):  # a view ending with the assistant: the turn goes on from a user message
         yield Append([state.continue_message()])
-        rendered, kwargs = state.render((yield Load()))
+        view = yield Load()
+        rendered, kwargs = state.render(view)
+    state.last.tokens_after = state.measure(view)
     return kwargs
 
 
-def _compact(state: ConversationState, view: list[MessageWithParts], trigger: str) -> Flow:
+def _compact(state: ConversationState, view: list[MessageWithParts], trigger: str, *, pending: bool = False) -> Flow:
+    """Compact, or record why not (``last.stalled``): a stall never leaves the flow as an exception. A view
+    too small to gain is not sent to the summarizer, unless a pending marker must be resolved."""
     state.overflow = False
+    if not pending and (reason := state.too_small(view)) is not None:
+        state.block(view, reason)
+        return view
     try:
         yield Compact(trigger, state.policy.compaction_config(), state.preview(view))
     except CompactionStalled as exc:

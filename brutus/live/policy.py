@@ -15,7 +15,8 @@ Rules, checked before each request and applied in this order:
    ``"on-compaction"`` and ``"off"`` leave the prefix alone. ``"off"`` never prunes, in compaction either.
 
 Never a loop: a compaction that stalls (``CompactionStalled``), or leaves the context over the threshold,
-blocks automatic compaction until the next user turn.
+blocks automatic compaction until the next user turn; a view too small for any summary to shrink it is not
+compacted at all (``ConversationState.too_small``). The request is sent either way.
 """
 
 from __future__ import annotations

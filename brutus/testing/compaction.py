@@ -12,8 +12,9 @@ Rules (docs: "Compaction overview", "Compaction on demand", "Compaction at a tok
   ``trigger.value`` >= 50,000, default 150,000 input tokens). When the request's input reaches the trigger,
   the response starts with a signed ``compaction`` block and continues from it (``usage.iterations``: a
   ``compaction`` entry then a ``message`` entry), or stops after it with ``stop_reason: "compaction"`` under
-  ``pause_after_compaction``. It cannot run on a request that carries an on-demand block. Other context
-  editing strategies are not simulated (400).
+  ``pause_after_compaction``. It cannot run on a request that carries an on-demand block.
+  ``clear_thinking_20251015`` with ``keep: "all"`` clears nothing and is accepted; other context editing
+  strategies are not simulated (400).
 - A compaction block sent back must be exactly as produced: its ``signature`` must verify
   (``compaction_signature_invalid``) and match its ``content``/``encrypted_content``/``tool_changes``
   (``compaction_content_mismatch``). A block with ``content: null`` and no signature is a no-op.
@@ -40,6 +41,7 @@ ON_DEMAND_BETA = "compact-2026-09-04"
 THRESHOLD_BETA = "compact-2026-01-12"
 COMPACTION_BETAS = frozenset({ON_DEMAND_BETA, THRESHOLD_BETA})
 THRESHOLD_EDIT = "compact_20260112"
+CLEAR_THINKING_EDIT = "clear_thinking_20251015"
 DEFAULT_TRIGGER = 150_000
 MIN_TRIGGER = 50_000
 MAX_INSTRUCTIONS = 16_384
@@ -119,6 +121,8 @@ def threshold_of(body: dict[str, Any], betas: set[str], compactions: Compactions
     threshold = None
     for e, edit in enumerate(management.get("edits") or []):
         kind = edit.get("type") if isinstance(edit, dict) else None
+        if kind == CLEAR_THINKING_EDIT and edit.get("keep") == "all":
+            continue  # keeps every thinking block, as the fake does anyway: a no-op (what Claude Code sends)
         if kind != THRESHOLD_EDIT:
             raise bad_request(f"context_management.edits.{e}.type: FakeMessagesAPI simulates only `{THRESHOLD_EDIT}` "
                               f"(threshold compaction); context editing strategy {kind!r} is not simulated")

@@ -47,6 +47,8 @@ class RequestRecord:
     response: dict[str, Any] | None  # the message sent back, for a 200
     error_type: str | None = None
     error: str | None = None  # the error message, for a refusal
+    streamed: bool = False  # answered as server-sent events (``stream: true``)
+    cut_after: int | None = None  # the stream was dropped after this many events (``Reply(cut_after=...)``)
 
     @property
     def accepted(self) -> bool:
@@ -106,10 +108,13 @@ class Engine:
         self.cache = PromptCache(min_cacheable_tokens=min_cacheable_tokens)
         self.records: list[RequestRecord] = []
         self._lock = threading.Lock()
+        self._cut_after: int | None = None  # the reply being answered asks for its stream to be cut
 
-    def handle(self, raw: bytes, beta_headers: list[str]) -> tuple[int, dict[str, Any], str]:
-        """Answer one POST /v1/messages: (status, JSON body, request id)."""
+    def handle(self, raw: bytes, beta_headers: list[str]) -> tuple[RequestRecord, dict[str, Any], str]:
+        """Answer one POST /v1/messages: (its record, the JSON body to send, the request id). The record says
+        the status, whether to stream the answer and where to cut it."""
         with self._lock:
+            self._cut_after = None
             number = len(self.records) + 1
             request_id = f"req_fake{number:020d}"
             betas = _betas(beta_headers)
@@ -128,9 +133,11 @@ class Engine:
             except ApiError as error:
                 self.records.append(RequestRecord(number, copy.deepcopy(body), betas, error.status, None,
                                                   error.error_type, error.message))
-                return error.status, error.body(request_id), request_id
-            self.records.append(RequestRecord(number, copy.deepcopy(body), betas, 200, copy.deepcopy(message)))
-            return 200, message, request_id
+                return self.records[-1], error.body(request_id), request_id
+            streamed = bool(body.get("stream"))
+            self.records.append(RequestRecord(number, copy.deepcopy(body), betas, 200, copy.deepcopy(message),
+                                              streamed=streamed, cut_after=self._cut_after if streamed else None))
+            return self.records[-1], message, request_id
 
     def snapshot(self) -> list[RequestRecord]:
         with self._lock:
@@ -171,6 +178,7 @@ class Engine:
         reply = self.script.next(body, number) or Reply("OK")
         if reply.failure is not None:
             raise reply.failure
+        self._cut_after = reply.cut_after
         content = reply.blocks()
         leading = content[0] if content and content[0].get("type") == "compaction" else None
         if threshold is not None and total >= threshold.trigger and leading is None:

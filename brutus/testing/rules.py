@@ -5,8 +5,8 @@ reports quote them, pydantic-style ``path: problem`` otherwise):
 
 - Top level: a JSON object with known parameters only (``x: Extra inputs are not permitted``); ``model`` a
   string; ``max_tokens`` an integer >= 0 (0 is cache pre-warming, which refuses ``thinking.type: "enabled"``,
-  ``output_config.format`` and a forcing ``tool_choice``); ``stream: true`` is refused (the fake answers
-  non-streaming requests only); ``messages`` a non-empty list.
+  ``output_config.format`` and a forcing ``tool_choice``); ``stream`` a boolean (``true``: the answer is
+  streamed, ``brutus.testing.stream``); ``messages`` a non-empty list.
 - Thinking: ``type`` is ``enabled`` (``budget_tokens`` >= 1024 and < ``max_tokens``), ``adaptive``,
   ``disabled`` or ``between_tools``; ``block_binding`` needs the ``thinking-binding-controls-2026-08-01`` beta
   (else ``thinking.<type>.block_binding: Extra inputs are not permitted``) and a ``prefix_mismatch_behavior``
@@ -112,8 +112,8 @@ def validate(body: Any, betas: set[str]) -> None:
         raise bad_request("max_tokens: Input should be a valid integer")
     if max_tokens < 0:
         raise bad_request("max_tokens: Input should be greater than or equal to 0")
-    if body.get("stream"):
-        raise bad_request("stream: FakeMessagesAPI answers non-streaming requests only; send stream=false or leave it out")
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise bad_request("stream: Input should be a valid boolean")
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise bad_request("messages: Field required" if messages is None else "messages: Input should be a valid list")

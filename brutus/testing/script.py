@@ -9,6 +9,8 @@ Rules:
   signature (or ``data``, or ``id``) is returned verbatim: use that to hand a client a forged block.
 - ``stop_reason`` defaults to ``"tool_use"`` when the content has a ``tool_use`` block, else ``"end_turn"``;
   ``output_tokens`` defaults to the token count of the content (see ``brutus.testing.prompt``).
+- ``Reply(..., cut_after=n)``: a streamed answer stops after its first ``n`` events and the connection is
+  dropped (``brutus.testing.stream``); a non-streaming answer ignores it.
 - ``Reply("text")`` is one text block. ``Reply.error(status, type, message)`` answers with that error instead
   (for example ``Reply.error(529, "overloaded_error", "Overloaded")``).
 - A script is a callable ``script(request) -> Reply | str | None`` (called with a copy of the request body),
@@ -41,6 +43,7 @@ class Reply:
     stop_reason: str | None = None
     output_tokens: int | None = None
     stop_sequence: str | None = None
+    cut_after: int | None = None  # streamed: drop the connection after this many events (see ``stream``)
     failure: ApiError | None = field(default=None, compare=False)
 
     @classmethod

@@ -6,7 +6,8 @@ Rules:
   daemon thread and stops it on exit; ``api.base_url`` is what ``anthropic.Anthropic(base_url=...)`` or
   ``anthropic.AsyncAnthropic(base_url=...)`` takes. Any API key is accepted.
 - Only ``POST /v1/messages`` exists (``?beta=true``, which ``client.beta.messages.create`` adds, is ignored);
-  anything else is a 404 ``not_found_error``. Requests are non-streaming; ``stream: true`` is refused.
+  anything else is a 404 ``not_found_error``. An accepted ``stream: true`` request is answered with
+  server-sent events in chunked transfer encoding (``stream``), cut off mid-stream when the reply asks.
 - Every answer carries ``request-id`` and ``x-should-retry: false``, so the SDK never retries on its own: each
   call is one request, one script item, one record, whatever ``max_retries`` is.
 - ``clock`` (seconds, default ``time.monotonic``) is read once at the start of each request; the prompt
@@ -26,6 +27,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
+from . import stream
 from .engine import Engine, RequestRecord, Stats
 from .script import Script
 
@@ -50,8 +52,11 @@ class _Handler(BaseHTTPRequestHandler):
         if path != "/v1/messages":
             self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": f"Not found: POST {path}"}}, "")
             return
-        status, payload, request_id = self.server.engine.handle(raw, self.headers.get_all("anthropic-beta") or [])
-        self._send(status, payload, request_id)
+        record, payload, request_id = self.server.engine.handle(raw, self.headers.get_all("anthropic-beta") or [])
+        if record.streamed:
+            self._stream(payload, request_id, record.cut_after)
+        else:
+            self._send(record.status, payload, request_id)
 
     def _not_found(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -70,6 +75,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("request-id", request_id)
         self.end_headers()
         self.wfile.write(data)
+
+    def _stream(self, message: dict[str, Any], request_id: str, cut_after: int | None) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("x-should-retry", "false")
+        self.send_header("request-id", request_id)
+        self.end_headers()
+        for number, event in enumerate(stream.events(message)):
+            if number == cut_after:  # the connection is lost: no terminating chunk, the client sees a broken body
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            data = stream.sse(event)
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.write(b"0\r\n\r\n")
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the per-request log
         pass
