@@ -12,7 +12,6 @@ import re
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select
 
 from ..codec import encode_json, encode_text
 from ..errors import InvalidInput, NotFound
@@ -124,20 +123,38 @@ def get_session(session_id: Any) -> Op:
     return session_from_row(row)
 
 
-def list_sessions(*, parent_id: str | None, limit: int | None, include_archived: bool) -> Op:
-    S = st.S
-    query = select(S)
+def list_sessions(*, parent_id: str | None, limit: int | None, include_archived: bool, after: Any = None) -> Op:
+    """Sessions, most recently updated first, ties by id (descending); with ``after``, a keyset page: the
+    sessions that come after that position in this order. ``after`` is a session id (its position now:
+    ``NotFound`` when there is no such session) or a ``Session`` from an earlier page (the position it had when
+    read, whatever happened to it since)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise InvalidInput(f"limit must be a non-negative integer, got {limit!r}")
+    params: dict[str, Any] = {}
     if parent_id is not None:
-        query = query.where(S.c.parent_id == parent_id)
-    if not include_archived:
-        query = query.where(S.c.archived_at.is_(None))
-    query = query.order_by(S.c.updated_at.desc(), S.c.id.desc())
+        params["b_parent"] = parent_id
     if limit is not None:
-        if not isinstance(limit, int) or limit < 0:
-            raise InvalidInput(f"limit must be a non-negative integer, got {limit!r}")
-        query = query.limit(limit)
-    rows = yield step(query, fetch="all")
+        params["b_limit"] = limit
+    if after is not None:
+        params["b_updated"], params["b_after"] = yield from _position(after)
+    query = st.session_list(
+        parent=parent_id is not None, include_archived=include_archived, after=after is not None, limit=limit is not None
+    )
+    rows = yield step(query, params, fetch="all")
     return [session_from_row(r) for r in rows]
+
+
+def _position(after: Any) -> Op:
+    """``after``'s place in the list order, (updated_at, id)."""
+    if isinstance(after, Session):
+        return after.updated_at, check_id("session", after.id)
+    if not isinstance(after, str):
+        raise InvalidInput(f"after must be a session id or a Session, got {type(after).__name__}")
+    session_id = check_id("session", after)
+    row = yield step(st.SESSION, {"b_sid": session_id}, fetch="first")
+    if row is None:
+        raise NotFound("session", session_id)
+    return row.updated_at, session_id
 
 
 def delete_session(session_id: Any) -> Op:
