@@ -241,16 +241,19 @@ def test_a_page_of_sessions_is_a_range_of_the_list_index(db_url: str) -> None:
     finally:
         engine.dispose()
     params = {"b_updated": 1000, "b_after": "ses_003000", "b_limit": 50}
-    for archived in (True, False):
-        page = statements.session_list(parent=False, include_archived=archived, after=True, limit=True)
+    for archived, after in ((True, "id"), (False, "id"), (True, "position"), (False, "position")):
+        page = statements.session_list(parent=False, include_archived=archived, after=after, limit=True)
         plan = _query_plan(db_url, page, params)
         if db_url.startswith("sqlite"):
-            assert plan == ["SEARCH sessions USING INDEX ix_sessions_updated_at_id ((updated_at,id)<(?,?))"], plan
+            assert plan[0] == "SEARCH sessions USING INDEX ix_sessions_updated_at_id ((updated_at,id)<(?,?))", plan
+            # by id, the cursor's position is one primary-key lookup, made once
+            assert plan[1:] == ([] if after == "position" else [
+                "SCALAR SUBQUERY 1", "SEARCH after USING INDEX sqlite_autoindex_sessions_1 (id=?)", "REUSE SUBQUERY 1"]), plan
         else:
             assert any("Index Scan Backward using ix_sessions_updated_at_id" in line for line in plan), plan
             assert any("Index Cond: (ROW(updated_at, (id)::text) < ROW(" in line for line in plan), plan
             assert not any("Sort" in line for line in plan), plan
-    first = statements.session_list(parent=False, include_archived=True, after=False, limit=True)
+    first = statements.session_list(parent=False, include_archived=True, after=None, limit=True)
     plan = _query_plan(db_url, first, {"b_limit": 50})
     assert any("ix_sessions_updated_at_id" in line for line in plan) and not any("Sort" in line or "B-TREE" in line for line in plan), plan
 

@@ -135,26 +135,20 @@ def list_sessions(*, parent_id: str | None, limit: int | None, include_archived:
         params["b_parent"] = parent_id
     if limit is not None:
         params["b_limit"] = limit
-    if after is not None:
-        params["b_updated"], params["b_after"] = yield from _position(after)
-    query = st.session_list(
-        parent=parent_id is not None, include_archived=include_archived, after=after is not None, limit=limit is not None
-    )
+    by = None
+    if isinstance(after, Session):  # the position as read
+        by, params["b_updated"], params["b_after"] = "position", after.updated_at, check_id("session", after.id)
+    elif after is not None:  # the session's position now, looked up by the page's own statement
+        if not isinstance(after, str):
+            raise InvalidInput(f"after must be a session id or a Session, got {type(after).__name__}")
+        by, params["b_after"] = "id", check_id("session", after)
+    query = st.session_list(parent=parent_id is not None, include_archived=include_archived, after=by, limit=limit is not None)
     rows = yield step(query, params, fetch="all")
+    if not rows and by == "id":  # an empty page: the last one, or no such session
+        found = yield step(st.SESSION_ID, {"b_sid": params["b_after"]}, fetch="first")
+        if found is None:
+            raise NotFound("session", params["b_after"])
     return [session_from_row(r) for r in rows]
-
-
-def _position(after: Any) -> Op:
-    """``after``'s place in the list order, (updated_at, id)."""
-    if isinstance(after, Session):
-        return after.updated_at, check_id("session", after.id)
-    if not isinstance(after, str):
-        raise InvalidInput(f"after must be a session id or a Session, got {type(after).__name__}")
-    session_id = check_id("session", after)
-    row = yield step(st.SESSION, {"b_sid": session_id}, fetch="first")
-    if row is None:
-        raise NotFound("session", session_id)
-    return row.updated_at, session_id
 
 
 def delete_session(session_id: Any) -> Op:
