@@ -191,6 +191,10 @@ class GcResult(_Model):
 
     ``bytes_before`` / ``bytes_after``: on SQLite the database file plus its WAL after a checkpoint, on
     PostgreSQL the whole database (``pg_database_size``). Both are None in a dry run.
+
+    ``bytes_reusable`` (PostgreSQL; None on SQLite): what the dropped outputs took as stored (``pg_column_size``,
+    compressed, TOAST included; the rows' and chunks' headers not counted, so a lower bound), space VACUUM makes
+    reusable by new rows without returning it to the operating system.
     """
 
     before: int
@@ -201,10 +205,13 @@ class GcResult(_Model):
     vacuumed: bool = False
     bytes_before: int | None = None
     bytes_after: int | None = None
+    bytes_reusable: int | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def bytes_reclaimed(self) -> int | None:
+        """What the database's storage shrank by; on PostgreSQL never below 0 (VACUUM's maps can grow it)."""
         if self.bytes_before is None or self.bytes_after is None:
             return None
-        return self.bytes_before - self.bytes_after
+        shrunk = self.bytes_before - self.bytes_after
+        return shrunk if self.bytes_reusable is None else max(0, shrunk)

@@ -297,11 +297,19 @@ class SessionStore:
         return self._run(ops.get_session(session_id), write=False)
 
     def list_sessions(
-        self, *, parent_id: str | None = None, limit: int | None = None, include_archived: bool = True
+        self,
+        *,
+        parent_id: str | None = None,
+        limit: int | None = None,
+        include_archived: bool = True,
+        after: str | Session | None = None,
     ) -> list[Session]:
-        """Sessions, most recently updated first."""
+        """Sessions, most recently updated first (ties by id, descending). ``limit`` and ``after`` page it by
+        keyset: ``after`` is the previous page's last session, as a ``Session`` (its position as read: the
+        stable choice) or an id (its position now; ``NotFound`` when it does not exist)."""
         return self._run(
-            ops.list_sessions(parent_id=parent_id, limit=limit, include_archived=include_archived), write=False
+            ops.list_sessions(parent_id=parent_id, limit=limit, include_archived=include_archived, after=after),
+            write=False,
         )
 
     def update_session(

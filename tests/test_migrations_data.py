@@ -146,19 +146,21 @@ def test_0006_swaps_the_summary_and_session_part_indexes(db_url: str) -> None:
         assert present[0] <= messages and present[1] <= parts, revision
         assert not (gone[0] & messages or gone[1] & parts), revision
     assert_rows_intact(db_url, fixture)
+    _upgrade(db_url)  # the store reads a database at head
     assert_reads_as_written(db_url, fixture)
 
 
-def _query_plan(url: str, statement: Any) -> list[str]:
-    """The plan of one of brutus's statements for session ``ses_x``: SQLite's ``EXPLAIN QUERY PLAN`` steps, or
-    PostgreSQL's ``EXPLAIN`` lines with sequential scans off (so it shows whether an index can serve at all)."""
+def _query_plan(url: str, statement: Any, params: dict[str, Any] | None = None) -> list[str]:
+    """The plan of one of brutus's statements for session ``ses_x`` (or ``params``): SQLite's ``EXPLAIN QUERY
+    PLAN`` steps, or PostgreSQL's ``EXPLAIN`` lines with sequential scans off (so it shows whether an index can
+    serve at all)."""
     from sqlalchemy import text
 
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
             compiled = statement.compile(dialect=conn.dialect)
-            params = compiled.construct_params({"b_sid": "ses_x"})
+            params = compiled.construct_params(params or {"b_sid": "ses_x"})
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SET enable_seqscan = off"))
                 return [row[0] for row in conn.exec_driver_sql("EXPLAIN " + str(compiled), params)]
@@ -204,6 +206,56 @@ def test_a_session_loads_its_parts_in_index_order_without_a_sort(tmp_path) -> No
     SessionStore.open(url).close()
     plan = _query_plan(url, statements.SESSION_PARTS)
     assert plan == ["SEARCH parts USING INDEX ix_parts_session_id_message_id_position (session_id=?)"], plan
+
+
+def test_0007_swaps_the_session_list_index(db_url: str) -> None:
+    old, new = {"ix_sessions_updated_at"}, {"ix_sessions_updated_at_id"}
+    _upgrade(db_url, "0006")
+    fixture = read_fixture("0006")
+    load_rows(db_url, fixture["tables"])
+    for revision, present, gone in (("0007", new, old), ("0006", old, new), ("0007", new, old)):
+        (_upgrade if revision == "0007" else _downgrade)(db_url, revision)
+        sessions = _indexes(db_url, "sessions")
+        assert present <= sessions and not gone & sessions, revision
+        assert "ix_sessions_parent_id" in sessions
+    assert_rows_intact(db_url, fixture)
+    assert_reads_as_written(db_url, fixture)
+
+
+def test_a_page_of_sessions_is_a_range_of_the_list_index(db_url: str) -> None:
+    """A page after a session reads ``ix_sessions_updated_at_id`` from that position, in its order (0007): on
+    SQLite a range search and no sort, on PostgreSQL an index condition on the row comparison."""
+    from sqlalchemy import text
+
+    from brutus.db import statements
+
+    _upgrade(db_url)
+    engine = make_engine(db_url)  # 5,000 sessions, three to a time, and planner statistics
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text("INSERT INTO sessions (id, created_at, updated_at, last_seq, boundary_seq) VALUES (:id, :n, :t, 0, 0)"),
+                [{"id": f"ses_{n:06d}", "n": n, "t": n // 3} for n in range(5_000)],
+            )
+            conn.execute(text("ANALYZE"))
+    finally:
+        engine.dispose()
+    params = {"b_updated": 1000, "b_after": "ses_003000", "b_limit": 50}
+    for archived, after in ((True, "id"), (False, "id"), (True, "position"), (False, "position")):
+        page = statements.session_list(parent=False, include_archived=archived, after=after, limit=True)
+        plan = _query_plan(db_url, page, params)
+        if db_url.startswith("sqlite"):
+            assert plan[0] == "SEARCH sessions USING INDEX ix_sessions_updated_at_id ((updated_at,id)<(?,?))", plan
+            # by id, the cursor's position is one primary-key lookup, made once
+            assert plan[1:] == ([] if after == "position" else [
+                "SCALAR SUBQUERY 1", "SEARCH after USING INDEX sqlite_autoindex_sessions_1 (id=?)", "REUSE SUBQUERY 1"]), plan
+        else:
+            assert any("Index Scan Backward using ix_sessions_updated_at_id" in line for line in plan), plan
+            assert any("Index Cond: (ROW(updated_at, (id)::text) < ROW(" in line for line in plan), plan
+            assert not any("Sort" in line for line in plan), plan
+    first = statements.session_list(parent=False, include_archived=True, after=None, limit=True)
+    plan = _query_plan(db_url, first, {"b_limit": 50})
+    assert any("ix_sessions_updated_at_id" in line for line in plan) and not any("Sort" in line or "B-TREE" in line for line in plan), plan
 
 
 def test_every_revision_downgrades_to_base_and_back(db_url: str) -> None:

@@ -176,5 +176,10 @@ def print_gc(result: GcResult) -> None:
     out.print(f"dropped the output text of {result.parts:,} parts pruned before {moment} UTC "
               f"({result.tokens:,} tokens, {_bytes(result.output_bytes)} of text); metadata and token counts kept")
     reclaimed = result.bytes_reclaimed
+    if result.bytes_reusable is not None:  # PostgreSQL: VACUUM frees space for reuse, the files keep their size
+        out.print(f"vacuumed: the database {_bytes(result.bytes_before)} → {_bytes(result.bytes_after)} "
+                  f"({_bytes(reclaimed)} returned to the system); {_bytes(result.bytes_reusable)} of dropped "
+                  "output (as stored) freed for reuse")
+        return
     out.print(f"vacuumed: the database {_bytes(result.bytes_before)} → {_bytes(result.bytes_after)} "
               f"({_bytes(reclaimed)} reclaimed)")

@@ -55,18 +55,28 @@ def _children(children: list) -> str:
 @sessions.command("list")
 @db_option
 @json_option
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most this many sessions.")
-def list_(db: str | None, as_json: bool, limit: int | None) -> None:
-    """List sessions, most recently updated first."""
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most this many sessions (a page).")
+@click.option("--after", metavar="ID", default=None, help="Start after this session (the previous page's last).")
+def list_(db: str | None, as_json: bool, limit: int | None, after: str | None) -> None:
+    """List sessions, most recently updated first (ties by id). --limit N --after ID pages through them:
+    --json then prints {"sessions": [...], "next": ID or null}, ID the cursor for the next page."""
     from .output import print_sessions, sessions_json
 
     store = open_store(db, read_only=True)
-    found = store.list_sessions(limit=limit)
-    store.close()
-    if as_json:
-        print_json(sessions_json(found))
-    else:
+    try:
+        found = store.list_sessions(limit=None if limit is None else limit + 1, after=after)
+    finally:
+        store.close()
+    more = limit is not None and len(found) > limit
+    found = found[:limit]
+    if not as_json:
         print_sessions(found)
+        if more:
+            click.echo(f"more: --after {found[-1].id}", err=True)
+    elif limit is None and after is None:
+        print_json(sessions_json(found))  # the whole list: a list, as always
+    else:
+        print_json({"sessions": sessions_json(found), "next": found[-1].id if more else None})
 
 
 @click.command()

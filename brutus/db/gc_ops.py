@@ -10,8 +10,12 @@ Rules:
   part whose output was dropped reads ``output=None`` and renders as the cleared placeholder, as any
   pruned part does.
 - ``vacuum`` gives the space back: ``VACUUM`` on SQLite (outside any transaction, then a WAL checkpoint),
-  ``VACUUM ANALYZE tool_outputs`` on PostgreSQL (autocommit). ``storage_bytes`` measures what it reclaimed: the
-  whole database on either backend (the SQLite file and its WAL; ``pg_database_size`` on PostgreSQL).
+  ``VACUUM ANALYZE tool_outputs`` on PostgreSQL (autocommit). ``storage_bytes`` measures the whole database
+  before and after on either backend (the SQLite file and its WAL; ``pg_database_size`` on PostgreSQL).
+- PostgreSQL's plain VACUUM does not shrink files: it makes the dead rows' space reusable by new rows and
+  gives the operating system only empty pages at a table's end, while the free space and visibility maps it
+  writes can grow the database. So on PostgreSQL gc reports ``bytes_reusable``, the dropped outputs' size as
+  stored (summed in the transaction that deletes them), and ``bytes_reclaimed`` never below 0.
 """
 
 from __future__ import annotations
@@ -60,13 +64,13 @@ def gc_flow(before: Any, *, dry_run: bool, dialect: str) -> Generator[Any, Any, 
     from .search_ops import index_pending, optimize_index
 
     _check_before(before)
-    if dry_run:
-        return (yield Tx(drop_pruned_outputs(before, dry_run=True), write=False))
     sqlite = dialect == "sqlite"
+    if dry_run:
+        return (yield Tx(drop_pruned_outputs(before, dry_run=True, stored=not sqlite), write=False))
     if sqlite:
         yield Tx(index_pending("sqlite"))
     size_before = yield StorageBytes()
-    dropped = yield Tx(drop_pruned_outputs(before, dry_run=False))
+    dropped = yield Tx(drop_pruned_outputs(before, dry_run=False, stored=not sqlite))
     if sqlite:
         yield Tx(optimize_index())
     yield Vacuum()
@@ -81,25 +85,30 @@ def _check_before(before: Any) -> None:
         raise InvalidInput(f"before must be a time in epoch milliseconds, got {before!r}")
 
 
-def drop_pruned_outputs(before: Any, *, dry_run: bool) -> Op:
-    """Delete (or, with ``dry_run``, only count) the outputs of parts pruned before ``before`` (ms)."""
+def drop_pruned_outputs(before: Any, *, dry_run: bool, stored: bool = False) -> Op:
+    """Delete (or, with ``dry_run``, only count) the outputs of parts pruned before ``before`` (ms). ``stored``
+    (PostgreSQL only): also sum what the outputs take as stored (``pg_column_size``: compressed, in the table
+    or its TOAST table; row and chunk headers not counted), what the VACUUM after the delete makes reusable."""
     _check_before(before)
     old = T.c.compacted_at.is_not(None) & (T.c.compacted_at < before)
-    found = yield step(
-        select(
-            func.count().label("parts"),
-            func.coalesce(func.sum(T.c.output_tokens), 0).label("tokens"),
-            func.coalesce(func.sum(_byte_length(O.c.output)), 0).label("bytes"),
-        )
-        .select_from(O.join(T, T.c.part_id == O.c.part_id))
-        .where(old),
-        fetch="first",
-    )
+    sums = [
+        func.count().label("parts"),
+        func.coalesce(func.sum(T.c.output_tokens), 0).label("tokens"),
+        func.coalesce(func.sum(_byte_length(O.c.output)), 0).label("bytes"),
+    ]
+    if stored:
+        sums.append(func.coalesce(func.sum(func.pg_column_size(O.c.output)), 0).label("stored"))
+    found = yield step(select(*sums).select_from(O.join(T, T.c.part_id == O.c.part_id)).where(old), fetch="first")
     parts = int(found.parts or 0)
     if parts and not dry_run:
         yield step(delete(O).where(O.c.part_id.in_(select(T.c.part_id).where(old))))
     return GcResult(
-        before=before, dry_run=dry_run, parts=parts, tokens=int(found.tokens or 0), output_bytes=int(found.bytes or 0)
+        before=before,
+        dry_run=dry_run,
+        parts=parts,
+        tokens=int(found.tokens or 0),
+        output_bytes=int(found.bytes or 0),
+        bytes_reusable=int(found.stored or 0) if stored else None,
     )
 
 

@@ -12,7 +12,6 @@ import re
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select
 
 from ..codec import encode_json, encode_text
 from ..errors import InvalidInput, NotFound
@@ -124,19 +123,31 @@ def get_session(session_id: Any) -> Op:
     return session_from_row(row)
 
 
-def list_sessions(*, parent_id: str | None, limit: int | None, include_archived: bool) -> Op:
-    S = st.S
-    query = select(S)
+def list_sessions(*, parent_id: str | None, limit: int | None, include_archived: bool, after: Any = None) -> Op:
+    """Sessions, most recently updated first, ties by id (descending); with ``after``, a keyset page: the
+    sessions that come after that position in this order. ``after`` is a session id (its position now:
+    ``NotFound`` when there is no such session) or a ``Session`` from an earlier page (the position it had when
+    read, whatever happened to it since)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise InvalidInput(f"limit must be a non-negative integer, got {limit!r}")
+    params: dict[str, Any] = {}
     if parent_id is not None:
-        query = query.where(S.c.parent_id == parent_id)
-    if not include_archived:
-        query = query.where(S.c.archived_at.is_(None))
-    query = query.order_by(S.c.updated_at.desc(), S.c.id.desc())
+        params["b_parent"] = parent_id
     if limit is not None:
-        if not isinstance(limit, int) or limit < 0:
-            raise InvalidInput(f"limit must be a non-negative integer, got {limit!r}")
-        query = query.limit(limit)
-    rows = yield step(query, fetch="all")
+        params["b_limit"] = limit
+    by = None
+    if isinstance(after, Session):  # the position as read
+        by, params["b_updated"], params["b_after"] = "position", after.updated_at, check_id("session", after.id)
+    elif after is not None:  # the session's position now, looked up by the page's own statement
+        if not isinstance(after, str):
+            raise InvalidInput(f"after must be a session id or a Session, got {type(after).__name__}")
+        by, params["b_after"] = "id", check_id("session", after)
+    query = st.session_list(parent=parent_id is not None, include_archived=include_archived, after=by, limit=limit is not None)
+    rows = yield step(query, params, fetch="all")
+    if not rows and by == "id":  # an empty page: the last one, or no such session
+        found = yield step(st.SESSION_ID, {"b_sid": params["b_after"]}, fetch="first")
+        if found is None:
+            raise NotFound("session", params["b_after"])
     return [session_from_row(r) for r in rows]
 
 

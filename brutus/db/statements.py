@@ -16,7 +16,7 @@ from collections.abc import Generator
 from functools import cache
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import and_, bindparam, delete, func, insert, literal_column, null, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, literal_column, null, select, tuple_, update
 from sqlalchemy.sql import Executable
 
 from .sqlite_driver import prebuilt
@@ -156,6 +156,29 @@ REWIND_SESSION = prebuilt(update(S).where(S.c.id == _b("sid")).values(last_seq=_
 SET_BOUNDARY = prebuilt(
     update(S).where(S.c.id == _b("sid")).values(boundary_message_id=_b("boundary_id"), boundary_seq=_b("start"))
 )
+
+
+@cache
+def session_list(
+    *, parent: bool, include_archived: bool, after: Literal["id", "position"] | None, limit: bool
+) -> Executable:
+    """The session list, most recently updated first, ties by id: of parent ``b_parent``; after a position
+    (a range of ``ix_sessions_updated_at_id``, 0007): session ``b_after``'s as it is now (``"id"``: looked up in
+    the same statement, no row when there is no such session), or (``b_updated``, ``b_after``) as given
+    (``"position"``); ``b_limit`` rows."""
+    query = select(S)
+    if parent:
+        query = query.where(S.c.parent_id == _b("parent"))
+    if not include_archived:
+        query = query.where(S.c.archived_at.is_(None))
+    if after is not None:
+        inner = S.alias("after")
+        updated = select(inner.c.updated_at).where(inner.c.id == _b("after")).scalar_subquery()
+        query = query.where(
+            tuple_(S.c.updated_at, S.c.id) < tuple_(updated if after == "id" else _b("updated"), _b("after"))
+        )
+    query = query.order_by(S.c.updated_at.desc(), S.c.id.desc())
+    return prebuilt(query.limit(_b("limit")) if limit else query)
 
 # -- messages
 MESSAGE_ID = prebuilt(select(M.c.id).where(M.c.id == _b("mid")))

@@ -74,13 +74,16 @@ class Base(DeclarativeBase):
 
 class SessionRow(Base):
     __tablename__ = "sessions"
+    # the list order, most recently updated first, ties by id: a page after a session is a range scan from its
+    # (updated_at, id) position (0007), on both backends.
+    __table_args__ = (Index(None, "updated_at", "id"),)
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
     parent_id: Mapped[str | None] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
     title: Mapped[str | None] = mapped_column(Text)
     directory: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[int] = mapped_column(BigInteger)
-    updated_at: Mapped[int] = mapped_column(BigInteger, index=True)
+    updated_at: Mapped[int] = mapped_column(BigInteger)
     archived_at: Mapped[int | None] = mapped_column(BigInteger)
     last_seq: Mapped[int] = mapped_column(Integer, default=0)
     boundary_message_id: Mapped[str | None] = mapped_column(ID)
