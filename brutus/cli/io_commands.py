@@ -122,7 +122,7 @@ def export(session_id: str, output: Path | None, db: str | None) -> None:
 
     store = open_store(db, read_only=True)
     try:
-        exported = export_opencode(store, session_id)
+        exported = export_opencode(store, session_id := store.resolve_session(session_id))
     finally:
         store.close()
     write_output(dumps(exported).encode("utf-8"), output)
