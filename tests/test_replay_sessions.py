@@ -41,7 +41,7 @@ def test_replay_leaves_the_default_database_alone(tmp_path: Path) -> None:
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before  # not opened at all
     assert _session_ids(str(own)) == [mine]
     (where,) = list(tmp_path.glob("brutus-replay-*/replay.db"))
-    assert f"\nwritten to {where} (a new temporary database; --db chooses one):\n" in done.stdout
+    assert f"\nsessions written to {where}\n(a new temporary database; --db chooses one):\n" in done.stdout
     written = WRITTEN.findall(done.stdout)
     assert [policy for policy, _ in written] == POLICIES
     assert sorted(session for _, session in written) == _session_ids(str(where))

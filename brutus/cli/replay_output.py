@@ -82,8 +82,8 @@ def print_written(where: str, reports: list[ReplayReport], *, temporary: bool) -
     from rich.markup import escape
 
     out = console()
-    note = " (a new temporary database; --db chooses one)" if temporary else ""
-    out.print(f"\nwritten to {escape(where)}{note}:")
+    note = "\n(a new temporary database; --db chooses one)" if temporary else ""
+    out.print(f"\nsessions written to {escape(where)}{note}:")
     for report in reports:
         out.print(f"  {report.policy:<13}  {report.session_id}")
 
