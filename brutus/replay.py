@@ -142,7 +142,7 @@ class ReplayReport(_Model):
     max_original_tokens: int = 0
     final_view_tokens: int = 0
     final_view_messages: int = 0
-    pruned_tokens: int = 0  # by the replay's prunes (a compaction's own prune is in its ``pruned_tokens``)
+    pruned_tokens: int = 0  # every tool output token the replay pruned: its prunes and those inside compactions
     cost_usd: float = 0.0  # what the simulated requests would have cost with prompt caching (replay_cost.py)
     cache_read_share: float = 0.0  # of their input tokens, the share read from the cache
     priced_as: str | None = None  # the model whose prices apply
@@ -428,7 +428,7 @@ def replay(
             max_original_tokens=max(p.original_tokens for p in report.curve),
             final_view_tokens=report.curve[-1].after_tokens,
             final_view_messages=report.curve[-1].view_messages,
-            pruned_tokens=sum(p.pruned_tokens for p in report.prunes),
+            pruned_tokens=sum(p.pruned_tokens for p in report.prunes) + sum(c.pruned_tokens for c in report.compactions),
             cost_usd=round(run.meter.cost, 6),
             cache_read_share=round(run.meter.read_share, 4),
             priced_as=run.meter.priced_as,
@@ -449,7 +449,8 @@ def comparison(reports: Sequence[ReplayReport]) -> dict[str, Any]:
                 "peak_tokens": r.max_view_tokens,
                 "compactions": len(r.compactions),
                 "stalls": len(r.stalls),
-                "pruned_tokens": r.pruned_tokens + sum(c.pruned_tokens for c in r.compactions),  # inside compactions too
+                "pruned_tokens": r.pruned_tokens,
+                "session_id": r.session_id,
             }
             for r in reports
         ],

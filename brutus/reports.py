@@ -30,6 +30,7 @@ __all__ = [
     "RepairKind",
     "SessionStats",
     "ToolStat",
+    "UnpricedUsage",
 ]
 
 
@@ -62,7 +63,9 @@ class ToolStat(_Model):
 class CompactionStat(_Model):
     """One compaction marker as ``stats`` shows it. ``refused``: a failed marker that an older brutus wrote for
     a compaction it refused before starting (an empty session, nothing new since the previous one); brutus no
-    longer writes those."""
+    longer writes those. ``imported``: no marker at all, a completed boundary found in the messages (a user
+    message holding a ``compaction`` part answered by a finished summary), as an imported transcript or
+    ``append_messages`` writes it."""
 
     id: str
     trigger: CompactionTrigger
@@ -75,6 +78,7 @@ class CompactionStat(_Model):
     error: str | None = None
     created_at: int
     refused: bool = False
+    imported: bool = False  # a completed boundary in the messages with no marker: id is its user message's
 
 
 class CompactionCounts(_Model):
@@ -84,6 +88,17 @@ class CompactionCounts(_Model):
     failed: int = 0
     refused: int = 0
     pending: int = 0
+
+
+class UnpricedUsage(_Model):
+    """Assistant messages with provider-reported usage and no cost recorded (OpenCode records 0 for a
+    subscription or a provider it does not price): what that usage costs at Anthropic's list prices, each
+    model at its own price or, when brutus has none, at ``priced_as`` (the model ``replay`` prices it as)."""
+
+    messages: int
+    models: list[str]  # the models that answered them
+    priced_as: list[str]  # the models whose prices were used
+    cost: float
 
 
 class SessionStats(_Model):
@@ -103,7 +118,8 @@ class SessionStats(_Model):
     compactions: list[CompactionStat] = Field(default_factory=list)
     compaction_counts: CompactionCounts = Field(default_factory=CompactionCounts)
     provider_tokens: TokenCounts = Field(default_factory=TokenCounts)  # summed over the assistant messages
-    cost: float = 0.0
+    cost: float = 0.0  # as recorded: summed over the messages' cost column
+    unpriced: UnpricedUsage | None = None  # usage that recorded no cost, priced from the usage
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -335,6 +335,13 @@ class SessionStore:
         how many messages were deleted."""
         return self._run(edit_ops.rewind(session_id, message_id, now=self.clock()))
 
+    def resolve_session(self, prefix: str) -> str:
+        """The session id equal to or starting with ``prefix`` (an indexed range query): ``NotFound`` when none
+        does, ``InvalidInput`` naming a few candidates when several do."""
+        from .db.lookup_ops import resolve_session
+
+        return self._run(resolve_session(prefix), write=False)
+
     def delete_session(self, session_id: str) -> None:
         """Delete a session and everything in it (messages, parts, tool states, compactions, child sessions)."""
         self._run(ops.delete_session(session_id))

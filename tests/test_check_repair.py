@@ -237,6 +237,7 @@ def test_compact_refuses_an_empty_and_a_just_compacted_session_writing_nothing(s
 def test_stats_counts_old_refusal_markers_apart_from_failures(store_url: str) -> None:
     store = SessionStore.open(store_url)
     session_id = compacted_session(store)
+    boundary = store.messages(session_id)[2].info.id  # written whole, no marker: counted completed, imported
     store.close()
     rows = [  # what older brutus wrote for refusals, and a real failure
         ("cmp_a", "stalled: nothing new since the previous compaction: compacting again would loop"),
@@ -250,12 +251,13 @@ def test_stats_counts_old_refusal_markers_apart_from_failures(store_url: str) ->
     pending_marker(store_url, session_id, "cmp_e")
 
     stats = json.loads(run("stats", session_id, "--db", store_url, "--json").stdout)
-    assert stats["compaction_counts"] == {"completed": 0, "failed": 2, "refused": 2, "pending": 1}
-    refused = {c["id"]: c["refused"] for c in stats["compactions"]}
-    assert refused == {"cmp_a": True, "cmp_b": True, "cmp_c": False, "cmp_d": False, "cmp_e": False}
+    assert stats["compaction_counts"] == {"completed": 1, "failed": 2, "refused": 2, "pending": 1}
+    refused = {c["id"]: (c["refused"], c["imported"]) for c in stats["compactions"]}
+    assert refused == {"cmp_a": (True, False), "cmp_b": (True, False), "cmp_c": (False, False),
+                       "cmp_d": (False, False), "cmp_e": (False, False), boundary: (False, True)}
     people = run("stats", session_id, "--db", store_url)
     assert people.returncode == 0
-    assert "compactions: 0 completed, 2 failed, 2 refused (nothing to compact), 1 pending" in people.stdout
+    assert "compactions: 1 completed (1 imported), 2 failed, 2 refused (nothing to compact), 1 pending" in people.stdout
 
 
 # -- prune --protect / --minimum ---------------------------------------------------------------------------------

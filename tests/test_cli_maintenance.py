@@ -136,6 +136,7 @@ def expected_stats(store: SessionStore, session_id: str) -> dict[str, Any]:
             "cache": {"read": provider["read"], "write": provider["write"]},
         },
         "cost": cost,
+        "unpriced": None,  # every response with usage recorded a cost (test_cli_stats_figures has the other case)
         "cache_read_share": round(provider["read"] / counted, 4) if (counted := provider["input"] + provider["read"] + provider["write"]) else 0.0,
     }
 

@@ -134,7 +134,8 @@ def test_stats_at_80_columns_keeps_tool_names_and_numbers_whole(store_url: str) 
             assert cells[0] == tool["tool"] and cells[1:] == [
                 f"{tool[k]:,}" for k in ("calls", "completed", "errors", "tokens", "output_tokens", "pruned_calls",
                                          "pruned_tokens")]
-        (compaction,) = stats["compactions"]
+        transcripts, compaction = stats["compactions"]  # the transcript's own auto-compaction, then brutus's
+        assert transcripts["imported"] and line_with(shown.stdout, "(imported)").split()[0] == "(imported)"
         row = line_with(shown.stdout, compaction["id"])
         assert f"{compaction['pre_tokens']:,}" in row and f"{compaction['post_tokens']:,}" in row
     plain = piped("stats", main, "--db", store_url)
@@ -142,6 +143,7 @@ def test_stats_at_80_columns_keeps_tool_names_and_numbers_whole(store_url: str) 
     assert max(len(line) for line in plain.stdout.splitlines()) > 80  # the usage line, not wrapped
     row = line_with(plain.stdout, compaction["id"])
     assert row.split()[-2:] == ["manual", "completed"]
+    assert line_with(plain.stdout, "(imported)").split()[-2:] == ["auto", "completed"]
 
 
 def test_import_and_show_lines_wrap_at_words_on_a_terminal(store_url: str) -> None:
@@ -236,6 +238,6 @@ def test_replay_compare_fits(store_url: str, width: int) -> None:
                      "--db", store_url, width=width)
     assert shown.returncode == 0, shown.stderr
     fits(shown.stdout, width)
-    rows = [line.split() for line in shown.stdout.splitlines()[3:]]  # the title, the header and its rule before
+    rows = [line.split() for line in shown.stdout.splitlines()[3:7]]  # the title, the header and its rule before
     assert [row[0] for row in rows] == ["on-compaction", "after-turn", "off", "cold-cache"]
     assert all(len(row) == 6 for row in rows)  # every number whole, on the policy's line

@@ -60,5 +60,6 @@ def test_compare_runs_every_policy(tmp_path) -> None:
     assert table["limit"] == 36_000 and table["default"] == "on-compaction"
     assert [p["policy"] for p in table["policies"]] == ["on-compaction", "after-turn", "off", "cold-cache"]
     for row in table["policies"]:
-        assert set(row) == {"policy", "cost_usd", "cache_read_share", "peak_tokens", "compactions", "stalls", "pruned_tokens"}
+        assert set(row) == {"policy", "cost_usd", "cache_read_share", "peak_tokens", "compactions", "stalls", "pruned_tokens",
+                            "session_id"}
         assert row["cost_usd"] > 0 and 0 < row["cache_read_share"] < 1 and row["peak_tokens"] < 36_000

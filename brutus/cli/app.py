@@ -11,13 +11,15 @@ import sys
 import click
 
 from .. import __version__
+from .options import DB_HELP
 
 __all__ = ["cli", "main"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version=__version__)
-def cli() -> None:
+@click.option("--db", "db", metavar="URL", default=None, help=f"{DB_HELP} Every command takes it too; its own wins.")
+def cli(db: str | None) -> None:
     """brutus: the compaction-aware session store behind a long-running coding agent."""
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..replay import ReplayReport
 from ..store import SessionStore
 
-__all__ = ["DEMO_CONTEXT_LIMIT", "demo_database", "run_demo", "sample_path"]
+__all__ = ["DEMO_CONTEXT_LIMIT", "run_demo", "sample_path", "store_path", "temporary_database"]
 
 DEMO_CONTEXT_LIMIT = 36_000
 
@@ -31,11 +31,12 @@ def sample_path() -> Path:
     return Path(str(resources.files("brutus") / "data" / "sample_session.json"))
 
 
-def demo_database() -> str:
-    """A new SQLite file in a temporary directory of its own, kept after the run so it can be looked at."""
+def temporary_database(kind: str = "demo") -> str:
+    """A new SQLite file in a temporary directory of its own (``brutus-demo-…/demo.db``), kept after the run so
+    it can be looked at: ``demo`` and ``replay`` write there unless ``--db`` names a database."""
     import tempfile
 
-    return str(Path(tempfile.mkdtemp(prefix="brutus-demo-")) / "demo.db")
+    return str(Path(tempfile.mkdtemp(prefix=f"brutus-{kind}-")) / f"{kind}.db")
 
 
 def run_demo(store: SessionStore, *, as_json: bool = False, context_limit: int = DEMO_CONTEXT_LIMIT) -> ReplayReport:

@@ -71,12 +71,19 @@ def _with_progress(store: Any, documents: list[Any], import_documents: Any) -> l
     """Import with a progress bar on stderr when there are several files and stderr is a terminal."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.table import Column as Cell
 
     console = Console(stderr=True)
     if len(documents) < 2 or not console.is_terminal:
         return import_documents(store, documents)
-    columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"))
-    with Progress(*columns, console=console, transient=True) as progress:
+    # the word, the bar and the count keep their widths; the file name takes the rest, cut with an ellipsis
+    columns = (
+        TextColumn("importing", table_column=Cell(no_wrap=True)),
+        BarColumn(bar_width=20, table_column=Cell(no_wrap=True)),
+        MofNCompleteColumn(table_column=Cell(no_wrap=True)),
+        TextColumn("{task.description}", markup=False, table_column=Cell(ratio=1, no_wrap=True, overflow="ellipsis")),
+    )
+    with Progress(*columns, console=console, transient=True, expand=True) as progress:
         task = progress.add_task("", total=len(documents))
         advance = lambda report: progress.update(task, advance=1, description=Path(report.path).name)  # noqa: E731
         return import_documents(store, documents, progress=advance)
@@ -122,7 +129,7 @@ def export(session_id: str, output: Path | None, db: str | None) -> None:
 
     store = open_store(db, read_only=True)
     try:
-        exported = export_opencode(store, session_id)
+        exported = export_opencode(store, session_id := store.resolve_session(session_id))
     finally:
         store.close()
     write_output(dumps(exported).encode("utf-8"), output)

@@ -42,7 +42,7 @@ def stats(session_id: str, db: str | None, as_json: bool) -> None:
 
     store = open_store(db, read_only=True)
     try:
-        found = store.stats(session_id)
+        found = store.stats(store.resolve_session(session_id))
     finally:
         store.close()
     if as_json:
@@ -101,7 +101,7 @@ def prune(session_id: str, protect: int, minimum: int, dry_run: bool, db: str | 
     config = CompactionConfig(prune_protect=protect, prune_minimum=minimum)
     store = open_store(db, create=False, read_only=dry_run)
     try:
-        result = store.prune(session_id, config, dry_run=dry_run)
+        result = store.prune(session_id := store.resolve_session(session_id), config, dry_run=dry_run)
     finally:
         store.close()
     if as_json:
@@ -129,6 +129,7 @@ def compact(session_id: str, instructions: str | None, db: str | None, as_json: 
 
     store = open_store(db, create=False)
     try:
+        session_id = store.resolve_session(session_id)
         summarizer = default_summarizer()
         with working(f"compacting {session_id} with {getattr(summarizer, 'model', 'the summarizer')}"):
             result = store.compact(session_id, summarizer, trigger="manual", instructions=instructions)

@@ -84,11 +84,14 @@ def print_stats(stats: SessionStats) -> None:
                 continue
             status = c.status + (f" ({c.fallback_used} fallback)" if c.fallback_used else "")
             status += f": {c.error}" if c.error else ""
-            rows.append([c.id, when(c.created_at), _n(c.pre_tokens), _n(c.post_tokens), c.trigger, status])
+            name = "(imported)" if c.imported else c.id  # its user message's id (in --json) is too long to show
+            rows.append([name, when(c.created_at), _n(c.pre_tokens), _n(c.post_tokens), c.trigger, status])
         print_table(out, columns, rows, title="Compactions", fold=(4, 5))
         k = stats.compaction_counts
         pending = f", {k.pending:,} pending" if k.pending else ""
-        out.print(f"compactions: {k.completed:,} completed, {k.failed:,} failed, {k.refused:,} refused "
+        imported = sum(c.imported for c in stats.compactions)
+        imported_note = f" ({imported:,} imported)" if imported else ""
+        out.print(f"compactions: {k.completed:,} completed{imported_note}, {k.failed:,} failed, {k.refused:,} refused "
                   f"(nothing to compact){pending}")
     else:
         out.print("compactions: none")
@@ -98,6 +101,10 @@ def print_stats(stats: SessionStats) -> None:
         f"cache read {t.cache.read:,}, cache write {t.cache.write:,} (total {t.total:,})"
     )
     out.print(f"cost ${stats.cost:.4f}; {stats.cache_read_share:.1%} of the input read from the cache")
+    u = stats.unpriced
+    if u is not None:  # e.g. OpenCode on a subscription, or on a provider it does not price, records 0
+        out.print(f"{_count(u.messages, 'response')} ({', '.join(u.models)}) recorded usage but no cost: "
+                  f"${u.cost:.4f} at {' and '.join(u.priced_as)}'s list prices")
 
 
 def print_check(report: CheckReport) -> None:

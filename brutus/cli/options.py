@@ -19,7 +19,13 @@ DB_HELP = "Database URL (default: $BRUTUS_DATABASE_URL, else a SQLite file in th
 
 
 def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--db", "db", metavar="URL", default=None, help=DB_HELP)(fn)
+    """``--db`` on a command; when the command is not given it, the one given before the command
+    (``brutus --db URL COMMAND``) counts."""
+    return click.option("--db", "db", metavar="URL", default=None, help=DB_HELP, callback=_group_db)(fn)
+
+
+def _group_db(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    return value if value is not None else ctx.find_root().params.get("db")
 
 
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:

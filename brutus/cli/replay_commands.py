@@ -35,19 +35,21 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
     """Replay a recorded session (OpenCode export JSON or Claude Code JSONL) through the store as a live agent
     would: message by message, tools pending → running → done, under the model's context limit, pruning and
     compacting by the context policy a live Conversation runs. Prints the prunes, the compactions and the
-    context curve."""
+    context curve, and the session written for each policy: into a new temporary SQLite database (it says
+    where) unless --db names one."""
     from ..live import ContextPolicy
     from ..replay import load_recording, replay as run_replay, replay_limits
     from ..summarizers import default_summarizer
     from .chart import require_matplotlib, write_png
-    from .replay_output import print_report, progress
+    from .demo import temporary_database
+    from .replay_output import print_report, print_written, progress
 
     if plot is not None:
         require_matplotlib()
     recording = load_recording(file)  # read and checked before the database is opened
     model, limits = replay_limits(recording.history, context_limit=context_limit, model=model)
-    store = open_store(db)
-    reports = []
+    store = open_store(db or temporary_database("replay"))
+    where, reports = store.url, []
     try:
         for mode in POLICIES if compare else (policy,):
             with progress(f"replaying {file.name}" + (f" ({mode})" if compare else "")) as on_step:
@@ -72,8 +74,12 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
         table = comparison(reports)
         if plot is not None:
             write_png(reports, plot)
-        print_json(table) if as_json else print_comparison(table)
-        if plot is not None and not as_json:
+        if as_json:
+            print_json({**table, "database": _path(where)})
+            return
+        print_comparison(table)
+        print_written(_path(where), reports, temporary=db is None)
+        if plot is not None:
             click.echo(f"curves and costs drawn in {plot}")
         return
     report = reports[0]
@@ -83,8 +89,15 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
         print_json(report.model_dump(mode="json"))
         return
     print_report(report)
+    print_written(_path(where), reports, temporary=db is None)
     if plot is not None:
         click.echo(f"context curve drawn in {plot}")
+
+
+def _path(url: str) -> str:
+    from .demo import store_path
+
+    return store_path(url)
 
 
 @click.command()
@@ -94,6 +107,6 @@ def demo(db: str | None, as_json: bool) -> None:
     """Replay the sample session that ships with brutus (a real OpenCode session) under a 36,000-token
     context and print what pruning and compaction did. It writes to a new temporary SQLite database (it says
     where) unless --db names one."""
-    from .demo import demo_database, run_demo
+    from .demo import run_demo, temporary_database
 
-    run_demo(open_store(db or demo_database()), as_json=as_json)
+    run_demo(open_store(db or temporary_database()), as_json=as_json)

@@ -10,7 +10,7 @@ from ..replay import ReplayPoint, ReplayReport
 from .chart import ascii_chart, legend
 from .tables import Column, console, is_plain, print_table
 
-__all__ = ["print_comparison", "print_report", "progress", "usable_line"]
+__all__ = ["print_comparison", "print_report", "print_written", "progress", "pruned_line", "usable_line"]
 
 CHART_WIDTH = 100  # columns of steps at most (and in a pipe, where no terminal limits it)
 
@@ -60,6 +60,34 @@ def print_comparison(comparison: dict[str, Any]) -> None:
     print_table(console(), columns, rows, title=title)
 
 
+def pruned_line(report: ReplayReport) -> str:
+    """What was pruned in all (``report.pruned_tokens``), and where: by prunes of their own (the policy's, the
+    "Prunes" table) and inside compactions (the "pruned" column of the compactions)."""
+    inside = sum(c.pruned_tokens for c in report.compactions)
+    alone = report.pruned_tokens - inside
+    if not report.pruned_tokens:
+        return "no tool output pruned"
+    by_prunes = f"by {_count(len(report.prunes), 'prune')} outside compactions"
+    if not inside:
+        where = by_prunes
+    elif not alone:
+        where = "inside compactions"
+    else:
+        where = f"{alone:,} {by_prunes}, {inside:,} inside compactions"
+    return f"{report.pruned_tokens:,} tokens of tool output pruned ({where})"
+
+
+def print_written(where: str, reports: list[ReplayReport], *, temporary: bool) -> None:
+    """Where the replay wrote, and the session of each policy."""
+    from rich.markup import escape
+
+    out = console()
+    note = "\n(a new temporary database; --db chooses one)" if temporary else ""
+    out.print(f"\nsessions written to {escape(where)}{note}:")
+    for report in reports:
+        out.print(f"  {report.policy:<13}  {report.session_id}")
+
+
 def usable_line(report: ReplayReport) -> str:
     """The limit, what of it the prompt may use, and why: the output reserve ``is_overflow`` keeps (seed 004)."""
     from ..limits import DEFAULT_MODEL_LIMITS, OUTPUT_TOKEN_MAX, model_limits
@@ -103,9 +131,8 @@ def print_report(report: ReplayReport) -> None:
         f"minimum {report.prune_minimum:,}"
     )
     out.print(
-        f"{report.steps:,} steps, {report.tool_calls:,} tool calls: {_count(len(report.prunes), 'prune')} "
-        f"({report.pruned_tokens:,} tokens), {_count(len(report.compactions), 'compaction')}, "
-        f"{_count(len(report.stalls), 'stall')}"
+        f"{report.steps:,} steps, {report.tool_calls:,} tool calls: {_count(len(report.compactions), 'compaction')}, "
+        f"{_count(len(report.stalls), 'stall')}; {pruned_line(report)}"
     )
     out.print(
         f"cost with prompt caching ${report.cost_usd:,.4f} at {escape(report.priced_as or '?')}'s prices, "
@@ -115,7 +142,7 @@ def print_report(report: ReplayReport) -> None:
         columns = [Column(name, "number") for name in ("step", "pruned tokens", "outputs", "view")]
         rows = [[f"{p.step:,}", f"{p.pruned_tokens:,}", f"{p.parts:,}", f"{p.view_before:,} → {p.view_after:,}"]
                 for p in report.prunes]
-        print_table(out, columns, rows, title="Prunes")
+        print_table(out, columns, rows, title="Prunes outside compactions")
     if report.compactions:
         columns = [*(Column(name, "number") for name in ("step", "view", "store pre → post", "pruned")),
                    Column("summary by")]

@@ -52,6 +52,7 @@ def search(
 
     Every word must appear in the same text (a message's text, a tool call or a tool output); newest first."""
     with open_store(db, create=False) as store:  # writable: a search indexes what was written since
+        session_id = store.resolve_session(session_id) if session_id is not None else None
         hits = store.search(query, session_id=session_id, role=role, tool=tool, since=since, limit=limit)
     if as_json:
         print_json([hit.model_dump(mode="json") for hit in hits])

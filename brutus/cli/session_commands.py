@@ -31,7 +31,7 @@ def delete(session_id: str, yes: bool, db: str | None) -> None:
 
     store = open_store(db, create=False)
     try:
-        session = store.get_session(session_id)  # NotFound before any question
+        session = store.get_session(session_id := store.resolve_session(session_id))  # NotFound before any question
         children = store.list_sessions(parent_id=session_id)
         if not yes:
             if not sys.stdin.isatty():
@@ -104,6 +104,7 @@ def show(
         raise InvalidInput("-o/--output writes the Markdown transcript: use it with --markdown")
     store = open_store(db, read_only=True)
     try:
+        session_id = store.resolve_session(session_id)
         history = store.messages(session_id) if full else store.filter_compacted(session_id)
         session = store.get_session(session_id) if markdown else None
     finally:

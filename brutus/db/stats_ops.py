@@ -4,6 +4,10 @@ Everything comes from stored numbers: the per-part estimates written with each p
 output estimates and prune marks, the provider-reported usage columns of the messages, and the compaction
 markers. No part data or output text is read.
 
+The compactions are the markers, and the completed boundaries in the messages that have none (an imported
+Claude Code auto-compaction, whole messages appended): a boundary is a fact derived from the rows (DESIGN §2),
+so ``stats`` counts it as ``show`` and ``search`` see it.
+
 Refused compactions are counted apart from failed ones. brutus now refuses a compaction with nothing to do
 without writing a marker; older versions wrote a ``failed`` one (error ``stalled: nothing new since the
 previous compaction…`` or ``InvalidInput: session … has nothing to compact``), and those count as refused.
@@ -14,10 +18,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import and_, case, func, select
 
 from ..errors import NotFound
-from ..reports import CompactionCounts, CompactionStat, PartTypeStat, SessionStats, ToolStat
+from ..reports import CompactionCounts, CompactionStat, PartTypeStat, SessionStats, ToolStat, UnpricedUsage
 from ..models import CacheTokens, TokenCounts
 from .convert import text_out
 from .ops import check_id
@@ -115,6 +119,8 @@ def session_stats(session_id: Any) -> Op:
         .order_by(C.c.created_at, C.c.id),
         fetch="all",
     )
+    unmarked = yield from _unmarked_boundaries(session_id)
+    unpriced = yield from _unpriced(session_id)
     tools = [
         ToolStat(
             tool=text_out(r.tool) or "",
@@ -144,6 +150,7 @@ def session_stats(session_id: Any) -> Op:
         )
         for r in markers
     ]
+    compactions = sorted([*compactions, *unmarked], key=lambda c: (c.created_at, c.id))
     part_types = [PartTypeStat(type=r.type, parts=_int(r.parts), tokens=_int(r.tokens)) for r in by_type]
     return SessionStats(
         session_id=session.id,
@@ -166,4 +173,77 @@ def session_stats(session_id: Any) -> Op:
             cache=CacheTokens(read=_int(usage.cache_read), write=_int(usage.cache_write)),
         ),
         cost=float(usage.cost or 0.0),
+        unpriced=unpriced,
     )
+
+
+def _unmarked_boundaries(session_id: str) -> Op:
+    """The session's completed boundaries that no marker completed, as ``filter_compacted`` finds boundaries:
+    a user message holding a ``compaction`` part, answered by a summary with a finish and no error."""
+    a, u = M.alias("a"), M.alias("u")
+    rows = yield step(
+        select(u.c.id, u.c.created_at, P.c.data, a.c.model_id)
+        .select_from(a.join(u, u.c.id == a.c.parent_id).join(P, and_(P.c.message_id == u.c.id, P.c.type == "compaction")))
+        .where(
+            a.c.session_id == session_id,
+            a.c.role == "assistant",
+            a.c.summary.is_(True),
+            a.c.finish.is_not(None),
+            a.c.error.is_(None),
+            u.c.session_id == session_id,
+            u.c.role == "user",
+            u.c.seq < a.c.seq,
+            ~select(C.c.id).where(C.c.session_id == session_id, C.c.summary_message_id == a.c.id).exists(),
+        )
+        .order_by(u.c.seq, P.c.position),
+        fetch="all",
+    )
+    found: dict[str, CompactionStat] = {}
+    for r in rows:
+        data = r.data or {}
+        trigger = "overflow" if data.get("overflow") else "auto" if data.get("auto") else "manual"
+        found.setdefault(r.id, CompactionStat(id=r.id, trigger=trigger, status="completed", model=text_out(r.model_id),
+                                              created_at=r.created_at, imported=True))
+    return list(found.values())
+
+
+def _unpriced(session_id: str) -> Op:
+    """The assistant messages that carry usage but recorded no cost, priced from their usage per model."""
+    from ..pricing import cost_of, price_of
+    from ..replay_cost import FALLBACK_MODEL
+
+    rows = yield step(
+        select(
+            M.c.model_id,
+            func.count().label("messages"),
+            _sum(M.c.tokens_input).label("input"),
+            _sum(M.c.tokens_output).label("output"),
+            _sum(M.c.tokens_reasoning).label("reasoning"),
+            _sum(M.c.tokens_cache_read).label("cache_read"),
+            _sum(M.c.tokens_cache_write).label("cache_write"),
+        )
+        .where(
+            M.c.session_id == session_id,
+            M.c.role == "assistant",
+            M.c.cost == 0,
+            (M.c.tokens_input + M.c.tokens_output + M.c.tokens_reasoning + M.c.tokens_cache_read
+             + M.c.tokens_cache_write) > 0,
+        )
+        .group_by(M.c.model_id)
+        .order_by(M.c.model_id),
+        fetch="all",
+    )
+    if not rows:
+        return None
+    models, priced_as, cost = [], [], 0.0
+    for r in rows:
+        model = text_out(r.model_id) or "unknown"
+        priced = model if price_of(model) is not None else FALLBACK_MODEL
+        tokens = TokenCounts(input=_int(r.input), output=_int(r.output), reasoning=_int(r.reasoning),
+                             cache=CacheTokens(read=_int(r.cache_read), write=_int(r.cache_write)))
+        models.append(model)
+        if priced not in priced_as:
+            priced_as.append(priced)
+        cost += cost_of(priced, tokens)
+    return UnpricedUsage(messages=sum(_int(r.messages) for r in rows), models=models, priced_as=priced_as,
+                         cost=round(cost, 6))
