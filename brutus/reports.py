@@ -92,13 +92,14 @@ class CompactionCounts(_Model):
 
 class UnpricedUsage(_Model):
     """Assistant messages with provider-reported usage and no cost recorded (OpenCode records 0 for a
-    subscription or a provider it does not price): what that usage costs at Anthropic's list prices, each
-    model at its own price or, when brutus has none, at ``priced_as`` (the model ``replay`` prices it as)."""
+    subscription or a provider it does not price): what that usage costs at the list prices of the models
+    brutus knows (``priced_as``); the others (``no_price``) are counted, never priced at another model's."""
 
     messages: int
     models: list[str]  # the models that answered them
-    priced_as: list[str]  # the models whose prices were used
-    cost: float
+    priced_as: list[str]  # those whose own list prices were used
+    no_price: list[str] = Field(default_factory=list)  # those brutus has no price for
+    cost: float | None  # of the priced_as models' messages; None when none of them has a price
 
 
 class SessionStats(_Model):

@@ -63,18 +63,35 @@ def test_imported_boundaries_are_compactions(store_url: str) -> None:
 CRISP = "crisp-garden"  # OpenCode on gpt-5.3-codex: 38 responses with usage, every one recording cost 0
 
 
-def test_opencode_usage_without_a_cost_is_priced_from_the_usage(store_url: str) -> None:
+def test_opencode_usage_without_a_cost_is_counted_never_priced_at_another_model(store_url: str) -> None:
     run("import", corpus_file(CRISP), "--db", store_url)
     got = stats_json("ses_39bc", store_url)
     t = got["provider_tokens"]
     assert (t["input"], t["output"], t["reasoning"], t["cache"]) == (115_673, 9_049, 2_901, {"read": 908_160, "write": 0})
     assert got["cost"] == 0.0  # what the export recorded
-    # at Sonnet's $3 / $15 / $0.30 per million: input, output with reasoning, cache reads
-    assert got["unpriced"] == {"messages": 38, "models": ["gpt-5.3-codex"], "priced_as": ["claude-sonnet-4-5"],
-                               "cost": pytest.approx((115_673 * 3 + (9_049 + 2_901) * 15 + 908_160 * 0.3) / 1e6)}
+    assert got["unpriced"] == {"messages": 38, "models": ["gpt-5.3-codex"], "priced_as": [],
+                               "no_price": ["gpt-5.3-codex"], "cost": None}
     people = " ".join(run("stats", "ses_39bc", "--db", store_url).stdout.split())
     assert ("cost $0.0000; 88.7% of the input read from the cache 38 responses (gpt-5.3-codex) recorded usage but "
-            "no cost: $0.7987 at claude-sonnet-4-5's list prices") in people
+            "no cost; brutus knows no price for gpt-5.3-codex") in people
+
+
+def test_claude_usage_without_a_cost_is_priced_at_its_own_list_prices(store_url: str) -> None:
+    with SessionStore.open(store_url) as store:
+        session = store.create_session()
+        user = store.append_message(session.id, "user")
+        for model, tokens in (("claude-sonnet-4-5", {"input": 1_000_000, "output": 100_000}),
+                              ("gpt-5.3-codex", {"input": 5, "output": 5})):
+            reply = store.append_message(session.id, "assistant", parent_id=user.id, model_id=model)
+            store.finish_message(reply.id, finish="stop", tokens=tokens)
+    got = stats_json(session.id, store_url)
+    # Sonnet at $3 input and $15 output per million
+    assert got["unpriced"] == {"messages": 2, "models": ["claude-sonnet-4-5", "gpt-5.3-codex"],
+                               "priced_as": ["claude-sonnet-4-5"], "no_price": ["gpt-5.3-codex"],
+                               "cost": pytest.approx(3.0 + 1.5)}
+    people = " ".join(run("stats", session.id, "--db", store_url).stdout.split())
+    assert ("2 responses (claude-sonnet-4-5, gpt-5.3-codex) recorded usage but no cost: $4.5000 at "
+            "claude-sonnet-4-5's list prices; brutus knows no price for gpt-5.3-codex") in people
 
 
 def test_a_cost_an_opencode_export_records_is_the_cost_stats_shows(store_url: str, tmp_path: Path) -> None:

@@ -103,8 +103,12 @@ def print_stats(stats: SessionStats) -> None:
     out.print(f"cost ${stats.cost:.4f}; {stats.cache_read_share:.1%} of the input read from the cache")
     u = stats.unpriced
     if u is not None:  # e.g. OpenCode on a subscription, or on a provider it does not price, records 0
-        out.print(f"{_count(u.messages, 'response')} ({', '.join(u.models)}) recorded usage but no cost: "
-                  f"${u.cost:.4f} at {' and '.join(u.priced_as)}'s list prices")
+        line = f"{_count(u.messages, 'response')} ({', '.join(u.models)}) recorded usage but no cost"
+        if u.cost is not None:
+            line += f": ${u.cost:.4f} at {' and '.join(u.priced_as)}'s list prices"
+        if u.no_price:
+            line += f"; brutus knows no price for {' or '.join(u.no_price)}"
+        out.print(line)
 
 
 def print_check(report: CheckReport) -> None:

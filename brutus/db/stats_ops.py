@@ -208,9 +208,9 @@ def _unmarked_boundaries(session_id: str) -> Op:
 
 
 def _unpriced(session_id: str) -> Op:
-    """The assistant messages that carry usage but recorded no cost, priced from their usage per model."""
+    """The assistant messages that carry usage but recorded no cost, priced from their usage where brutus
+    knows their model's price."""
     from ..pricing import cost_of, price_of
-    from ..replay_cost import FALLBACK_MODEL
 
     rows = yield step(
         select(
@@ -235,15 +235,16 @@ def _unpriced(session_id: str) -> Op:
     )
     if not rows:
         return None
-    models, priced_as, cost = [], [], 0.0
+    models, priced_as, no_price, cost = [], [], [], 0.0
     for r in rows:
         model = text_out(r.model_id) or "unknown"
-        priced = model if price_of(model) is not None else FALLBACK_MODEL
+        models.append(model)
+        if price_of(model) is None:  # another provider's model: no Anthropic price stands in for its own
+            no_price.append(model)
+            continue
         tokens = TokenCounts(input=_int(r.input), output=_int(r.output), reasoning=_int(r.reasoning),
                              cache=CacheTokens(read=_int(r.cache_read), write=_int(r.cache_write)))
-        models.append(model)
-        if priced not in priced_as:
-            priced_as.append(priced)
-        cost += cost_of(priced, tokens)
+        priced_as.append(model)
+        cost += cost_of(model, tokens)
     return UnpricedUsage(messages=sum(_int(r.messages) for r in rows), models=models, priced_as=priced_as,
-                         cost=round(cost, 6))
+                         no_price=no_price, cost=round(cost, 6) if priced_as else None)
