@@ -354,7 +354,7 @@ class _Run:
             )
         )
         if self.over(after):
-            reason = f"the view is still {after} tokens after compacting, over the threshold: the rest cannot be compacted"
+            reason = f"the view is still {after:,} tokens after compacting, over the threshold: the rest cannot be compacted"
             self.report.stalls.append(ReplayStall(step=step, reason=reason))
             self.blocked_turn = self.turns
         return after, _action([*done, "compact"])

@@ -97,7 +97,7 @@ def post_tokens(summary_text: str, tail: list[MessageWithParts]) -> int:
 
 def stall_reason(pre: int, post: int, config: CompactionConfig) -> str | None:
     if post >= config.stall_ratio * pre:
-        return f"compaction would not reduce the context: {post} tokens after vs {pre} before (stall ratio {config.stall_ratio})"
+        return f"compaction would not reduce the context: {post:,} tokens after vs {pre:,} before (stall ratio {config.stall_ratio})"
     return None
 
 
