@@ -190,7 +190,7 @@ class ConversationState:
         no tail) would not bring it under the stall ratio, so it is not tried (no summary is paid for)."""
         tokens, floor = context_size(view), post_tokens("", [])
         if stall_reason(tokens, floor, self.policy.compaction_config()):
-            return f"the session is too small to gain from compaction ({tokens} tokens)"
+            return f"the session is too small to gain from compaction ({tokens:,} tokens)"
         return None
 
     @staticmethod
