@@ -120,6 +120,7 @@ class ReplayReport(_Model):
     """What a replay did, step by step."""
 
     session_id: str
+    database: str | None = None  # where the session was written (``brutus replay`` says it; None: not told)
     source: str | None = None
     title: str | None = None
     model: str | None = None

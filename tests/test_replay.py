@@ -14,6 +14,7 @@ import pytest
 from corpus_helpers import corpus_file
 
 from brutus.db.check_ops import check_database
+from brutus.db.engine import describe
 from brutus.db.stats_ops import session_stats
 from brutus.errors import ImportFormatError, InvalidInput
 from brutus.history import filter_compacted
@@ -179,6 +180,7 @@ def test_replay_command(store_url: str, tmp_path: Path) -> None:
     result = run("replay", path, "--context-limit", "36000", "--db", store_url, "--json")
     assert result.returncode == 0, result.stderr
     report = ReplayReport.model_validate(json.loads(result.stdout))
+    assert report.database == describe(store_url)  # the file's path, or the URL without its password
     assert report.steps == 23 and not report.prunes and report.compactions  # on-compaction: prune only inside
     assert run("check", "--db", store_url).returncode == 0
     view = json.loads(run("show", report.session_id, "--db", store_url, "--json").stdout)

@@ -86,7 +86,7 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
     if plot is not None:
         write_png(report, plot)
     if as_json:
-        print_json(report.model_dump(mode="json"))
+        print_json(report.model_copy(update={"database": _path(where)}).model_dump(mode="json"))
         return
     print_report(report)
     print_written(_path(where), reports, temporary=db is None)
