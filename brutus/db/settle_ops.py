@@ -32,7 +32,7 @@ TABLES = ("messages", "parts", "tool_states", "tool_outputs", "search_vectors")
 _ESTIMATE = prebuilt(
     text("SELECT reltuples FROM pg_class WHERE oid = CAST('messages' AS regclass)").columns(column("reltuples"))
 )
-_ANALYZE = prebuilt(text(f"ANALYZE {', '.join(TABLES)}"))
+_ANALYZE = prebuilt(text("ANALYZE messages, parts, tool_states, tool_outputs, search_vectors"))  # TABLES
 
 
 def settle_flow(dialect: str, *, messages: int | None) -> Generator[Any, Any, bool]:
