@@ -267,10 +267,9 @@ def _found_rows(dialect: str, found: list[tuple[str, int]], filters: dict[str, A
     return _hit_rows(listed, listed.c.part_id, listed.c.kind, filters), {"b_found": json.dumps(found)}
 
 
-def _sqlite_search(words: list[str], found: list[tuple[str, int]], filters: dict[str, Any], limit: int) -> Op:
-    """SQLite: FTS5 walks its matches newest key first, each joined to its rows and filtered as it comes,
-    until ``limit`` hits (no sort, no read of older matches); then the rest of the last hit's millisecond,
-    whose keys are not in the hits' order; with the pending documents that match, sorted exactly here."""
+def sqlite_walk(words: list[str], filters: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """SQLite: the hits of the indexed documents, unordered and unlimited (``_sqlite_search`` adds FTS5's
+    rowid order and the limit), and its parameters."""
     match = literal_column("search_index").op("MATCH")(bindparam("b_match"))
     walk = _hit_rows(_FTS.join(_KEYS, _KEYS.c.key == _FTS.c.rowid), _KEYS.c.part_id, _KEYS.c.kind, filters)
     walk = walk.add_columns(_KEYS.c.key).where(match)
@@ -278,7 +277,15 @@ def _sqlite_search(words: list[str], found: list[tuple[str, int]], filters: dict
     if filters["since"] is not None:  # the bound lets FTS5 stop at the first key older than ``since``
         walk = walk.where(_FTS.c.rowid >= bindparam("b_low"))
         params["b_low"] = min(filters["since"], NEWEST_BUCKET) * SLOT
-    rows = list((yield step(walk.order_by(_FTS.c.rowid.desc()).limit(limit), params, fetch="all")))
+    return walk, params
+
+
+def _sqlite_search(words: list[str], found: list[tuple[str, int]], filters: dict[str, Any], limit: int) -> Op:
+    """SQLite: FTS5 walks its matches newest key first, each joined to its rows and filtered as it comes,
+    until ``limit`` hits (no sort, no read of older matches); then the rest of the last hit's millisecond,
+    whose keys are not in the hits' order; with the pending documents that match, sorted exactly here."""
+    walk, params = sqlite_walk(words, filters)
+    rows = list((yield step(walk.order_by(_FTS.c.rowid.desc()).limit(bindparam("b_limit")), {**params, "b_limit": limit}, fetch="all")))
     if len(rows) == limit:
         last = rows[-1].key
         ties = walk.where(_FTS.c.rowid >= bindparam("b_tie"), _FTS.c.rowid < bindparam("b_last"))
@@ -292,11 +299,11 @@ def _sqlite_search(words: list[str], found: list[tuple[str, int]], filters: dict
     return rows[:limit]
 
 
-def _pg_search(words: list[str], found: list[tuple[str, int]], pending: list[tuple[str, int]], filters: dict[str, Any], limit: int) -> Op:
-    """PostgreSQL: the vectors that match, less the pending documents (their vectors, if any, are of an older
-    text), newest first by their message's time (0008: a btree to walk, so a common word stops after ``limit``
-    hits; the planner keeps the GIN bitmap for a rare one); with the pending documents that match, in SQL
-    (its collation orders the ids)."""
+def pg_walk(words: list[str], pending: list[tuple[str, int]], filters: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """PostgreSQL: the first ``b_limit`` hits of the indexed documents, less the pending ones (their vectors,
+    if any, are of an older text), newest first by their message's time (0008: a btree to walk, so for a
+    common word the scan stops after ``limit`` hits; the planner keeps the GIN bitmap for a rare one), and
+    its parameters."""
     simple = literal_column("'simple'::regconfig")
     tsquery: Any = None
     for index in range(len(words)):
@@ -317,15 +324,22 @@ def _pg_search(words: list[str], found: list[tuple[str, int]], pending: list[tup
             )
         )
         params["b_pending"] = json.dumps(pending)
-    order = (M.c.id.desc(), P.c.position.desc(), _VECTORS.c.kind)
-    statement = walk.order_by(_VECTORS.c.created_at.desc(), *order).limit(limit)
+    order = (_VECTORS.c.created_at.desc(), M.c.id.desc(), P.c.position.desc(), _VECTORS.c.kind)
+    return walk.order_by(*order).limit(bindparam("b_limit")), params
+
+
+def _pg_search(words: list[str], found: list[tuple[str, int]], pending: list[tuple[str, int]], filters: dict[str, Any], limit: int) -> Op:
+    """PostgreSQL: the walk (``pg_walk``), with the pending documents that match, ordered in SQL (its
+    collation orders the ids)."""
+    statement, params = pg_walk(words, pending, filters)
+    params["b_limit"] = limit
     if found:
         listed, found_params = _found_rows("postgresql", found, filters)
         params.update(found_params)
         both = union_all(statement.subquery("walk").select(), listed).subquery("hits")
         statement = select(both).order_by(
             both.c.created_at.desc(), both.c.message_id.desc(), both.c.position.desc(), both.c.kind
-        ).limit(limit)
+        ).limit(bindparam("b_limit"))
     return (yield step(statement, params, fetch="all"))
 
 
