@@ -4,6 +4,7 @@ index; a store without it leaves them pending for the next search, as before."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import threading
 
@@ -78,3 +79,30 @@ def test_a_store_dropped_without_close_stops_its_indexer(store_url: str) -> None
     for thread in threads:
         thread.join(10)
         assert not thread.is_alive()
+
+
+def test_the_async_store_indexes_live_writes_in_the_background(store_url: str) -> None:
+    from brutus import AsyncSessionStore
+
+    async def main() -> tuple[int, int, list[str], list[str]]:
+        async with await AsyncSessionStore.open(store_url) as store:
+            session = await store.create_session()
+            ids = []
+            for n in range(12):
+                message = await store.append_message(session.id, "user")
+                await store.append_part(message.id, {"type": "text", "text": f"a wallaby{n}"})
+                ids.append(message.id)
+            async with store.batch():
+                last = await store.append_message(session.id, "user")
+                await store.append_part(last.id, {"type": "text", "text": "a batched wallaby"})
+            assert store._indexer is not None
+            await store._indexer.wait_idle()
+            hits = await store.search("wallaby5")
+            return pending(sync), indexed(sync), [h.message_id for h in hits], [ids[5]]
+
+    sync = SessionStore.open(store_url, index_in_background=False)
+    try:
+        left, done, found, want = asyncio.run(main())
+    finally:
+        sync.close()
+    assert (left, done, found) == (0, 13, want)

@@ -10,17 +10,19 @@ store's search still indexes what is left first, and a store whose thread is gon
 closed) loses nothing: the documents stay pending until the next run.
 
 The thread starts at the first commit and blocks while nothing is written; ``close()`` stops it (a store used
-again starts a new one), as ``brutus.db.checkpoint.Checkpointer`` does for WAL checkpoints.
+again starts a new one), as ``brutus.db.checkpoint.Checkpointer`` does for WAL checkpoints. ``AsyncIndexer``
+is its twin for ``AsyncSessionStore``: a task on the store's loop, by the same rules.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-__all__ = ["BATCH", "DELAY_S", "Indexer"]
+__all__ = ["BATCH", "DELAY_S", "AsyncIndexer", "Indexer"]
 
 log = logging.getLogger(__name__)
 
@@ -103,3 +105,53 @@ class Indexer:
                 with self._idle:
                     self._busy = False
                     self._idle.notify_all()
+
+
+class AsyncIndexer:
+    """``Indexer`` for ``AsyncSessionStore``: the same rules as a task on the store's event loop, ``index`` an
+    awaitable call (held weakly). Under writes that never pause it runs one transaction per ``DELAY_S``."""
+
+    def __init__(self, index: Callable[[], Awaitable[bool]]) -> None:
+        self._index = weakref.WeakMethod(index)  # type: ignore[arg-type]
+        self.runs = 0
+        self._writes = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def committed(self) -> None:
+        """The store committed a write (called on the loop): index soon. The task's own commits do not call
+        this."""
+        if self._task is not None and not self._task.done():
+            if asyncio.current_task() is not self._task:
+                self._writes += 1
+            return
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def wait_idle(self) -> None:
+        """Until nothing is left to index after the last commit."""
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()  # a SQLite call under way rolls back
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                await asyncio.sleep(DELAY_S)
+                seen = self._writes
+                while True:
+                    index = self._index()
+                    if index is None or not await index():
+                        return
+                    del index
+                    self.runs += 1
+                    if self._writes != seen:  # a writer at work: wait for its pause again
+                        break
+        except Exception as exc:  # noqa: BLE001  the search indexes what is left; nothing is lost
+            log.debug("brutus: background indexing failed: %s", exc)
