@@ -22,7 +22,7 @@ import asyncio
 import threading
 import weakref
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from contextvars import ContextVar
 from functools import partial
 from dataclasses import dataclass, field
@@ -601,5 +601,6 @@ class AsyncSessionStore:
 
         if self._batch.get() is not None:
             raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
-        return await adrive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
+        async with self._indexer.paused() if self._indexer is not None else nullcontext():  # no snapshot during VACUUM
+            return await adrive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
 

@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -580,7 +580,8 @@ class SessionStore:
 
         if self._batch.get() is not None:
             raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
-        return drive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
+        with self._indexer.paused() if self._indexer is not None else nullcontext():  # no snapshot held during VACUUM
+            return drive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
 
     def check(self, *, repair: bool = False) -> CheckReport:
         """Check the integrity of the whole database (``brutus check``). A compaction marker left pending is a

@@ -20,7 +20,8 @@ import asyncio
 import logging
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 __all__ = ["BATCH", "DELAY_S", "AsyncIndexer", "Indexer"]
 
@@ -46,6 +47,8 @@ class Indexer:
         self._stop = threading.Event()  # the running thread's own: a new thread gets a new one
         self._thread: threading.Thread | None = None
         self._ident: int | None = None  # the thread's: its own commits wake nothing
+        self._pauses = 0  # while above 0 (gc's VACUUM, whose horizon an open snapshot holds back) nothing runs
+        self._running = threading.Lock()  # held by the thread for each transaction
 
     def committed(self) -> None:
         """The store committed a write: index soon (starts the thread the first time). The thread's own
@@ -61,6 +64,20 @@ class Indexer:
         """Block until nothing is left to index after the last commit (False if ``timeout`` seconds pass)."""
         with self._idle:
             return self._idle.wait_for(lambda: not self._busy and not self._wake.is_set(), timeout)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No indexing inside the block (a transaction under way finishes first); what is pending is indexed
+        after it."""
+        with self._idle:
+            self._pauses += 1
+        try:
+            with self._running:
+                yield
+        finally:
+            with self._idle:
+                self._pauses -= 1
+            self.committed()
 
     def _start(self) -> None:
         with self._lock:
@@ -82,8 +99,11 @@ class Indexer:
         thread.join(timeout)
 
     def _index_once(self) -> bool:
-        index = self._index()  # the store, for this call only
-        return index is not None and index()
+        with self._running:
+            if self._pauses:
+                return False
+            index = self._index()  # the store, for this call only
+            return index is not None and index()
 
     def _run(self, stop: threading.Event) -> None:
         self._ident = threading.get_ident()
@@ -115,6 +135,7 @@ class AsyncIndexer:
         self._index = weakref.WeakMethod(index)  # type: ignore[arg-type]
         self.runs = 0
         self._writes = 0
+        self._pauses = 0
         self._task: asyncio.Task[None] | None = None
 
     def committed(self) -> None:
@@ -124,7 +145,19 @@ class AsyncIndexer:
             if asyncio.current_task() is not self._task:
                 self._writes += 1
             return
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        if not self._pauses:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    @asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        """``Indexer.paused``: the task stopped (what it was running rolls back), started again after."""
+        self._pauses += 1
+        try:
+            await self.close()
+            yield
+        finally:
+            self._pauses -= 1
+            self.committed()
 
     async def wait_idle(self) -> None:
         """Until nothing is left to index after the last commit."""
