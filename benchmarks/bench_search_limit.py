@@ -36,7 +36,6 @@ from brutus import SessionStore  # noqa: E402
 from brutus.db import search_ops  # noqa: E402
 from brutus.db.statements import M, P  # noqa: E402
 from brutus.importers import import_file  # noqa: E402
-from brutus.search import query_words  # noqa: E402
 from tests.corpus_helpers import all_files  # noqa: E402
 
 DEFAULT_PG = "postgresql+psycopg://root@127.0.0.1:5432/test"

@@ -1,14 +1,19 @@
-"""The search query: the index finds the matching documents, the rows say where they are, the snippets are cut
-from the stored text (``brutus.search`` holds the rules; migrations 0004 and 0005 the index).
+"""The search query: the index finds the matching documents newest first, the rows say where they are, the
+snippets are cut from the stored text (``brutus.search`` holds the rules; migrations 0004, 0005 and 0008 the
+index).
 
-- SQLite: one FTS5 ``MATCH`` on ``search_index``; ``search_keys`` maps its rowids to (part, kind). Each word
-  goes in as an FTS5 string (``"…"``, quotes doubled), so the user's text is never FTS5 syntax.
-  After its VACUUM, ``gc`` indexes every document without a key (``keyless=True``), as VACUUM may renumber
-  the rows the marks count.
-- PostgreSQL: the GIN index of ``search_vectors`` answers ``@@`` a tsquery built from the words with
-  ``phraseto_tsquery`` (text in, never query syntax), combined with ``&&``.
-- Both indexes are filled off the write path (migration 0005): ``index_pending`` puts every document written
-  since into one, in a write transaction, which a store runs before each search (and ``gc``). The documents
+- SQLite: FTS5 ``MATCH`` on ``search_index``; ``search_keys`` maps its rowids to (part, kind). Each word goes
+  in as an FTS5 string (``"…"``, quotes doubled), so the user's text is never FTS5 syntax. A key is its
+  message's time (ms) times ``SLOT`` plus a counter (0008), so ``ORDER BY rowid DESC LIMIT n`` walks the
+  matches newest first and stops after ``n`` hits that pass the filters (``since`` bounds the rowid); the rest
+  of the last hit's millisecond is read too, and the hits sorted exactly here. After its VACUUM, ``gc``
+  indexes every document without a key (``keyless=True``), as VACUUM may renumber the rows the marks count.
+- PostgreSQL: ``@@`` a tsquery built from the words with ``phraseto_tsquery`` (text in, never query syntax),
+  combined with ``&&``, ordered by ``search_vectors.created_at`` (0008): the planner walks its btree newest
+  first for a common word and takes the GIN index for a rare one.
+- Both indexes are filled off the write path (migration 0005): ``index_pending`` puts the documents written
+  since into one, in a write transaction, which the store's background indexer runs in small batches after
+  commits (``brutus.db.indexer``), and a store runs before each search (and ``gc``, ``settle``). The documents
   still pending when the query runs (a read-only store, or writes since) are read from the view
   ``search_pending`` and matched here with the same tokens (``brutus.search.matches``), so a search sees every
   committed write; on PostgreSQL their older vectors, if any, are left out.
