@@ -50,7 +50,7 @@ from .sqlite_driver import prebuilt
 from .ops import check_id
 from .statements import SESSION_ID, M, O, Op, P, S, T, step
 
-__all__ = ["DEFAULT_LIMIT", "index_pending", "optimize_index", "search", "search_flow"]
+__all__ = ["DEFAULT_LIMIT", "index_pending", "optimize_index", "pg_walk", "search", "search_flow", "sqlite_walk"]
 
 DEFAULT_LIMIT = 50
 FIELDS = {0: "text", 1: "call", 2: "output"}
@@ -69,6 +69,7 @@ _HAS_INDEX = {
 
 # SQLite: a key is the bucket of its message's time (epoch ms, clamped) times ``SLOT``, plus a counter within
 # the millisecond (migration 0008), so FTS5's rowid order is time order up to ties within a millisecond
+# (room for 2**21 documents of one millisecond; times before 1970 share bucket 0, after 2109 the last one)
 SLOT = 2**21
 NEWEST_BUCKET = 2**42 - 1
 _TEXT_TYPES = "('text', 'reasoning')"
