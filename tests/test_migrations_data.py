@@ -370,6 +370,18 @@ def _search_index(url: str) -> list[tuple[Any, ...]]:
         engine.dispose()
 
 
+def _vector_statistics(url: str) -> int | None:
+    from sqlalchemy import text
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(text("SELECT attstattarget FROM pg_attribute WHERE attrelid = 'search_vectors'::regclass "
+                                     "AND attname = 'vector'")).scalar_one()
+    finally:
+        engine.dispose()
+
+
 def test_0008_gives_the_index_time_order_and_downgrades(db_url: str) -> None:
     """A 0007 database indexed as 0007 left it: 0008 keys every document by its message's time (SQLite) or
     gives every vector its message's time (PostgreSQL), FTS5 holding each document once under its new key; a
@@ -393,6 +405,7 @@ def test_0008_gives_the_index_time_order_and_downgrades(db_url: str) -> None:
     else:
         assert before == [] and after and all(v[2] == v[3] for v in after)
         assert "ix_search_vectors_created_at" in _indexes(db_url, "search_vectors")
+        assert _vector_statistics(db_url) == 1000  # a rare word's estimate: GIN, not the walk
     assert_rows_intact(db_url, fixture)
     with SessionStore.open(db_url, read_only=True) as reader:
         hits = reader.search("turn", limit=10)
@@ -405,6 +418,7 @@ def test_0008_gives_the_index_time_order_and_downgrades(db_url: str) -> None:
         assert [k[1:3] for k in down[:-1]] == [k[1:3] for k in after[:-1]]  # in time order
     else:
         assert down == [] and "ix_search_vectors_created_at" not in _indexes(db_url, "search_vectors")
+        assert _vector_statistics(db_url) in (-1, None)  # the default again (None from PostgreSQL 17)
     _upgrade(db_url)
     assert _search_index(db_url) == after
     assert_reads_as_written(db_url, fixture)

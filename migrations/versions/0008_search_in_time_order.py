@@ -15,7 +15,11 @@ following the matches, not the limit.
 - PostgreSQL: GIN gives no order. ``search_vectors.created_at`` (the message's creation time, copied when the
   vector is written; a message's time never changes) with a btree index lets the planner walk the vectors
   newest first, testing ``@@`` on each, for a common word, and keep the GIN bitmap for a rare one (it weighs
-  the two with the statistics taken here and by ``settle``).
+  the two with the statistics taken here and by ``settle``). The vectors' statistics keep 10,000 frequent
+  words (``SET STATISTICS 1000``, ten times the default): with 1,000, a word outside the list was estimated at
+  half the rarest listed one's frequency, 15 times too many matches for a rare word at 250,000 messages, and
+  the planner walked 200,000 vectors for its 50 hits (849 ms against the GIN plan's 38). ANALYZE samples
+  300,000 rows for it (5.6 s at 690,000 vectors).
 
 Downgrade: PostgreSQL drops the column and its index; SQLite numbers the keys 1, 2, 3, … again (0007's code
 gives a new key the highest plus one, which a key near 2**63 would leave no room for) and fills FTS5 again.
@@ -71,6 +75,7 @@ PG_UPGRADE = [
     "WHERE p.id = v.part_id",
     "ALTER TABLE search_vectors ALTER COLUMN created_at SET NOT NULL",
     "CREATE INDEX ix_search_vectors_created_at ON search_vectors (created_at)",
+    "ALTER TABLE search_vectors ALTER COLUMN vector SET STATISTICS 1000",
     "ANALYZE search_vectors",
 ]
 
@@ -83,6 +88,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
+        op.execute("ALTER TABLE search_vectors ALTER COLUMN vector SET STATISTICS -1")
         op.execute("DROP INDEX ix_search_vectors_created_at")
         op.execute("ALTER TABLE search_vectors DROP COLUMN created_at")
         return
