@@ -22,7 +22,7 @@ import asyncio
 import threading
 import weakref
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from contextvars import ContextVar
 from functools import partial
 from dataclasses import dataclass, field
@@ -39,6 +39,8 @@ from .db import edit_ops, history_ops, ops
 from .db.async_engine import make_async_engine, sqlite_engine, sync_url
 from .db.async_sqlite import SQLiteConnections, SQLiteThread
 from .db.checkpoint import Checkpointer
+from .db.indexer import BATCH, AsyncIndexer
+from .db.search_ops import index_pending
 from .db.compaction_ops import list_compactions
 from .db.settle_ops import BULK_MESSAGES
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
@@ -98,7 +100,15 @@ class AsyncSessionStore:
     """The persistent, compaction-aware session store (asyncio). Build it with
     ``await AsyncSessionStore.open(url)``; every method of ``SessionStore`` is here, awaitable."""
 
-    def __init__(self, engine: AsyncEngine, *, url: str | None = None, clock: Clock = _now_ms, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        url: str | None = None,
+        clock: Clock = _now_ms,
+        read_only: bool = False,
+        index_in_background: bool = True,
+    ) -> None:
         if not is_brutus_engine(engine.sync_engine):
             raise InvalidInput(
                 "AsyncSessionStore needs an engine with brutus's connection settings: build it with "
@@ -119,6 +129,8 @@ class AsyncSessionStore:
             weakref.finalize(self, self._checkpointer.close, 0.0)
         # SQLite: those connections, kept between calls (see db/async_sqlite.py)
         self._workers = SQLiteConnections(sqlite) if sqlite is not None else None
+        # the search index filled by a task a moment after commits (see db/indexer.py)
+        self._indexer = AsyncIndexer(self._index_batch) if index_in_background and not read_only else None
 
     @classmethod
     async def open(
@@ -129,6 +141,7 @@ class AsyncSessionStore:
         create: bool = True,
         read_only: bool = False,
         clock: Clock = _now_ms,
+        index_in_background: bool = True,
     ) -> AsyncSessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
         dir), the same URLs and options ``SessionStore.open`` takes."""
@@ -141,9 +154,11 @@ class AsyncSessionStore:
         except BaseException:
             await engine.dispose()
             raise
-        return cls(engine, url=redact(url), clock=clock, read_only=read_only)
+        return cls(engine, url=redact(url), clock=clock, read_only=read_only, index_in_background=index_in_background)
 
     async def close(self) -> None:
+        if self._indexer is not None:
+            await self._indexer.close()
         if self._workers is not None:
             await self._workers.close()
         await self.engine.dispose()
@@ -181,18 +196,28 @@ class AsyncSessionStore:
                 return await self._drive_async(batch.connection, op)
         if self._workers is None:
             async with self._pg_transaction(write) as connection:
-                return await self._drive_async(connection, op)
+                value = await self._drive_async(connection, op)
+            if write and self._indexer is not None:
+                self._indexer.committed()
+            return value
         # SQLite, a call with its own transaction: BEGIN, the operation and COMMIT in one trip to the thread
         worker = self._workers.take()
         cancelled = threading.Event()
         try:
             with translate_errors():
-                return await worker.call(self._transaction_sqlite, op, write, cancelled)
+                value = await worker.call(self._transaction_sqlite, op, write, cancelled)
+            if write and self._indexer is not None:
+                self._indexer.committed()
+            return value
         except asyncio.CancelledError:
             cancelled.set()  # the thread rolls back what it has not committed yet
             raise
         finally:
             await self._workers.give_back(worker)
+
+    async def _index_batch(self) -> bool:
+        """One small transaction of the background indexer: whether anything was pending."""
+        return await self._run(index_pending(self.engine.dialect.name, batch=BATCH))
 
     async def _drive_async(self, connection: Any, op: Op) -> Any:
         """Run ``op`` statement by statement on a SQLAlchemy ``AsyncConnection``: the sync store's loop in one
@@ -230,6 +255,8 @@ class AsyncSessionStore:
         if self._workers is None:
             async with self._pg_transaction(write=True) as connection, self._batch_open(_Batch(connection)):
                 yield self
+            if self._indexer is not None:
+                self._indexer.committed()
             return
         # SQLite: each call inside is a trip to the connection's thread, the first with the BEGIN IMMEDIATE, and
         # the COMMIT one more (a batch without calls costs none)
@@ -251,6 +278,8 @@ class AsyncSessionStore:
                 await self._workers.give_back(worker)
         if batch.begun:
             self._checkpointer.committed()  # type: ignore[union-attr]
+            if self._indexer is not None:
+                self._indexer.committed()
 
     @asynccontextmanager
     async def _batch_open(self, batch: _Batch) -> AsyncIterator[None]:
@@ -572,5 +601,6 @@ class AsyncSessionStore:
 
         if self._batch.get() is not None:
             raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
-        return await adrive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
+        async with self._indexer.paused() if self._indexer is not None else nullcontext():  # no snapshot during VACUUM
+            return await adrive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
 

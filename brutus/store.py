@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 
 from .db import edit_ops, history_ops, ops
 from .db.checkpoint import Checkpointer
+from .db.indexer import BATCH, Indexer
+from .db.search_ops import index_pending
 from .db.settle_ops import BULK_MESSAGES
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction
@@ -133,7 +135,15 @@ def _reason(exc: SQLAlchemyError) -> str:
 class SessionStore:
     """The persistent, compaction-aware session store (sync). Build it with ``SessionStore.open(url)``."""
 
-    def __init__(self, engine: Engine, *, url: str | None = None, clock: Clock = _now_ms, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        url: str | None = None,
+        clock: Clock = _now_ms,
+        read_only: bool = False,
+        index_in_background: bool = True,
+    ) -> None:
         if not is_brutus_engine(engine):
             raise InvalidInput(
                 "SessionStore needs an engine with brutus's connection settings (JSON codec, SQLite pragmas such as "
@@ -150,6 +160,11 @@ class SessionStore:
         self._checkpointer = Checkpointer(engine.url.database or "") if self._fast is not None else None
         if self._checkpointer is not None:  # a store dropped without close() stops its thread too
             weakref.finalize(self, self._checkpointer.close, 0.0)
+        # the search index filled in a thread a moment after commits (see db/indexer.py)
+        background = index_in_background and not read_only
+        self._indexer = Indexer(self._index_batch, name=self.url) if background else None
+        if self._indexer is not None:
+            weakref.finalize(self, self._indexer.close, 0.0)
         self._local = threading.local()  # SQLite: one driver connection kept per thread (no pool round trip)
         self._held: list[Any] = []
         self._held_lock = threading.Lock()
@@ -163,6 +178,7 @@ class SessionStore:
         create: bool = True,
         read_only: bool = False,
         clock: Clock = _now_ms,
+        index_in_background: bool = True,
     ) -> SessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
         dir). With ``auto_migrate`` the schema is upgraded in place; without, a database behind head raises
@@ -171,7 +187,9 @@ class SessionStore:
         ``create``: a new SQLite file may be made, in a directory that exists (the default location's is made
         for it), and an empty database gets brutus's schema; ``create=False`` raises ``NoDatabase`` instead.
         ``read_only``: open an existing database without creating, migrating or writing anything (implies
-        ``create=False``; the schema must be at head)."""
+        ``create=False``; the schema must be at head). ``index_in_background``: a thread puts what is written
+        into the search index a moment after commits (``brutus.db.indexer``); without, the next search or
+        ``settle`` does."""
         url = url or default_url()
         create = create and not read_only
         engine = make_engine(url, create=create, read_only=read_only)
@@ -181,7 +199,7 @@ class SessionStore:
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine, url=redact(url), clock=clock, read_only=read_only)
+        return cls(engine, url=redact(url), clock=clock, read_only=read_only, index_in_background=index_in_background)
 
     def close(self) -> None:
         """Release the store's connections (the store opens new ones if it is used again)."""
@@ -193,6 +211,8 @@ class SessionStore:
                 pooled.close()
             except Exception:  # noqa: BLE001  closing what another thread held: best effort
                 pass
+        if self._indexer is not None:
+            self._indexer.close()
         if self._checkpointer is not None:
             self._checkpointer.close()
         self.engine.dispose()
@@ -235,12 +255,25 @@ class SessionStore:
                     raise
                 sqlite_end(dbapi, True)
                 if write:
-                    self._checkpointer.committed()  # type: ignore[union-attr]
+                    self._committed()
                 return
             options = WRITE if write else {}
             with self.engine.connect().execution_options(**options) as connection:
                 with connection.begin():
                     yield connection
+            if write and self._indexer is not None:
+                self._indexer.committed()
+
+    def _committed(self) -> None:
+        """A write committed: the threads that work after commits (SQLite's checkpoints, the search index)."""
+        if self._checkpointer is not None:
+            self._checkpointer.committed()
+        if self._indexer is not None:
+            self._indexer.committed()
+
+    def _index_batch(self) -> bool:
+        """One small transaction of the background indexer: whether anything was pending."""
+        return self._run(index_pending(self.engine.dialect.name, batch=BATCH))
 
     def _run(self, op: Op, *, write: bool = True) -> Any:
         if self._fast is None:
@@ -252,8 +285,7 @@ class SessionStore:
             if active is not None:
                 return self._drive(active, op)
             dbapi = self._driver_connection()
-            committed = self._checkpointer.committed  # type: ignore[union-attr]
-            return sqlite_transaction(dbapi, write, committed, self._drive, dbapi, op)
+            return sqlite_transaction(dbapi, write, self._committed, self._drive, dbapi, op)
         except Exception as exc:
             translated = translate(exc)
             if translated is exc:
@@ -548,7 +580,8 @@ class SessionStore:
 
         if self._batch.get() is not None:
             raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
-        return drive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
+        with self._indexer.paused() if self._indexer is not None else nullcontext():  # no snapshot held during VACUUM
+            return drive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
 
     def check(self, *, repair: bool = False) -> CheckReport:
         """Check the integrity of the whole database (``brutus check``). A compaction marker left pending is a

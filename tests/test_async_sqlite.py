@@ -109,7 +109,8 @@ async def test_a_batch_is_a_trip_per_call_and_one_for_commit(
 
 async def test_concurrent_calls_each_have_a_connection_and_five_are_kept(tmp_path, taken: list[sqlite3.Connection]) -> None:
     path = tmp_path / "c.db"
-    async with await AsyncSessionStore.open(f"sqlite:///{path}") as store:
+    # the calls' connections only: no background indexer taking one of its own
+    async with await AsyncSessionStore.open(f"sqlite:///{path}", index_in_background=False) as store:
         ses = await store.create_session()
         holder = sqlite3.connect(path, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # every append waits for the write lock: all twelve at once

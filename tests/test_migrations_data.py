@@ -219,6 +219,7 @@ def test_0007_swaps_the_session_list_index(db_url: str) -> None:
         assert present <= sessions and not gone & sessions, revision
         assert "ix_sessions_parent_id" in sessions
     assert_rows_intact(db_url, fixture)
+    _upgrade(db_url)  # the store reads a database at head
     assert_reads_as_written(db_url, fixture)
 
 
@@ -319,3 +320,105 @@ def test_the_boundary_query_reads_the_summaries_not_the_history(tmp_path) -> Non
     large, found_large = _boundary_query_steps(tmp_path, 2000)
     assert found_small == found_large == []
     assert large <= small + 50, (small, large)
+
+
+def _index_as_0007(url: str) -> None:
+    """Index every document the way 0007's brutus did (SQLite: keys 1, 2, 3, … in the order rows were
+    written; PostgreSQL: vectors without a time), with plain SQL."""
+    from sqlalchemy import text
+
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("INSERT INTO search_vectors (part_id, kind, vector) SELECT id, 0, "
+                                  "coalesce(brutus_search_vector(data ->> 'text'), ''::tsvector) FROM parts "
+                                  "WHERE type IN ('text', 'reasoning')"))
+                conn.execute(text("INSERT INTO search_vectors (part_id, kind, vector) SELECT part_id, 2, "
+                                  "coalesce(brutus_search_vector(output), ''::tsvector) FROM tool_outputs"))
+                conn.execute(text("UPDATE search_state SET indexed = pg_current_snapshot()"))
+                return
+            conn.execute(text("INSERT INTO search_keys (part_id, kind) SELECT part_id, kind FROM search_pending"))
+            conn.execute(text("INSERT INTO search_index (rowid, body) SELECT key, body FROM search_documents"))
+            conn.execute(text("UPDATE search_state SET parts_seen = (SELECT max(rowid) FROM parts), "
+                              "tool_states_seen = (SELECT max(rowid) FROM tool_states), "
+                              "tool_outputs_seen = (SELECT max(rowid) FROM tool_outputs)"))
+    finally:
+        engine.dispose()
+
+
+def _search_index(url: str) -> list[tuple[Any, ...]]:
+    """SQLite: (key, part, kind, the key's millisecond, its message's time) of every key, and FTS5's count of
+    documents; PostgreSQL: (part, kind, the vector's time, its message's time)."""
+    from sqlalchemy import text
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                if "created_at" not in {c["name"] for c in inspect(conn).get_columns("search_vectors")}:
+                    return []
+                return [tuple(r) for r in conn.execute(text(
+                    "SELECT v.part_id, v.kind, v.created_at, m.created_at FROM search_vectors v JOIN parts p ON p.id = v.part_id "
+                    "JOIN messages m ON m.id = p.message_id ORDER BY v.part_id, v.kind"))]
+            rows = [tuple(r) for r in conn.execute(text(
+                "SELECT k.key, k.part_id, k.kind, k.key / 2097152, m.created_at FROM search_keys k JOIN parts p ON p.id = k.part_id "
+                "JOIN messages m ON m.id = p.message_id ORDER BY k.key"))]
+            (indexed,) = conn.execute(text("SELECT count(*) FROM search_index_docsize")).one()
+            return rows + [("fts5 documents", indexed)]
+    finally:
+        engine.dispose()
+
+
+def _vector_statistics(url: str) -> int | None:
+    from sqlalchemy import text
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(text("SELECT attstattarget FROM pg_attribute WHERE attrelid = 'search_vectors'::regclass "
+                                     "AND attname = 'vector'")).scalar_one()
+    finally:
+        engine.dispose()
+
+
+def test_0008_gives_the_index_time_order_and_downgrades(db_url: str) -> None:
+    """A 0007 database indexed as 0007 left it: 0008 keys every document by its message's time (SQLite) or
+    gives every vector its message's time (PostgreSQL), FTS5 holding each document once under its new key; a
+    read-only store (which indexes nothing) finds what it found before; the downgrade gives 0007's shape
+    back (keys 1, 2, 3, …, no time column), and up again."""
+    fixture = read_fixture("0007")
+    _upgrade(db_url, "0007")
+    load_rows(db_url, fixture["tables"])
+    _index_as_0007(db_url)
+    sqlite = db_url.startswith("sqlite")
+    before = _search_index(db_url)
+
+    _upgrade(db_url, "0008")
+    after = _search_index(db_url)
+    if sqlite:
+        keys, (label, indexed) = after[:-1], after[-1]
+        assert len(keys) == len(before) - 1 == indexed and label == "fts5 documents"
+        assert {k[1:3] for k in keys} == {k[1:3] for k in before[:-1]}
+        assert all(bucket == created for _, _, _, bucket, created in keys)  # the key's millisecond is its message's
+        assert [k[4] for k in keys] == sorted(k[4] for k in keys)
+    else:
+        assert before == [] and after and all(v[2] == v[3] for v in after)
+        assert "ix_search_vectors_created_at" in _indexes(db_url, "search_vectors")
+        assert _vector_statistics(db_url) == 1000  # a rare word's estimate: GIN, not the walk
+    assert_rows_intact(db_url, fixture)
+    with SessionStore.open(db_url, read_only=True) as reader:
+        hits = reader.search("turn", limit=10)
+        assert [h.message_id for h in hits] == sorted((h.message_id for h in hits), reverse=True) and len(hits) == 4
+        assert [h.field for h in reader.search("done", limit=10)] == ["text", "output"]  # one message: position
+    _downgrade(db_url, "0007")
+    down = _search_index(db_url)
+    if sqlite:
+        assert [k[0] for k in down[:-1]] == list(range(1, len(down))) and down[-1] == ("fts5 documents", len(down) - 1)
+        assert [k[1:3] for k in down[:-1]] == [k[1:3] for k in after[:-1]]  # in time order
+    else:
+        assert down == [] and "ix_search_vectors_created_at" not in _indexes(db_url, "search_vectors")
+        assert _vector_statistics(db_url) in (-1, None)  # the default again (None from PostgreSQL 17)
+    _upgrade(db_url)
+    assert _search_index(db_url) == after
+    assert_reads_as_written(db_url, fixture)

@@ -284,7 +284,7 @@ def test_sqlite_writes_leave_the_index_alone_and_a_search_fills_it(tmp_path) -> 
     index = lambda: db.execute(  # noqa: E731
         "SELECT (SELECT count(*) FROM search_keys), (SELECT count(*) FROM search_index_docsize), "
         "(SELECT count(*) FROM search_pending)").fetchone()
-    with SessionStore.open(url) as store:
+    with SessionStore.open(url, index_in_background=False) as store:
         session = store.create_session()
         messages = []
         for i in range(40):
@@ -306,7 +306,7 @@ def test_a_rowid_given_out_again_counts_as_pending(tmp_path) -> None:
     """SQLite gives a new row the highest rowid plus one, so once the highest indexed row is gone its number
     comes back: the mark goes down with the delete, so the new document is pending, not taken as indexed."""
     url = f"sqlite:///{tmp_path / 'reuse.db'}"
-    with SessionStore.open(url) as store:
+    with SessionStore.open(url, index_in_background=False) as store:
         session = store.create_session()
         first = store.append_message(session.id, "user")
         store.append_part(first.id, _text("an aardvark"))
@@ -331,7 +331,7 @@ def test_a_rowid_given_out_again_after_a_tool_part_counts_as_pending(tmp_path) -
     """The highest indexed row may be a part with no document of its own (a tool part): its delete lowers the
     mark too, or the next text part would take its number and never be indexed."""
     url = f"sqlite:///{tmp_path / 'reuse-tool.db'}"
-    with SessionStore.open(url) as store:
+    with SessionStore.open(url, index_in_background=False) as store:
         session = store.create_session()
         first = store.append_message(session.id, "user")
         store.append_part(first.id, _text("an aardvark"))
@@ -351,7 +351,7 @@ def test_a_search_while_another_writer_holds_the_database_reads_what_is_pending(
     it still answers, reading the pending documents itself, and indexes at the next search."""
     monkeypatch.setattr(engine_module, "BUSY_TIMEOUT_MS", 0)  # the store's connections give up at once
     url = f"sqlite:///{tmp_path / 'busy.db'}"
-    with SessionStore.open(url) as store:
+    with SessionStore.open(url, index_in_background=False) as store:
         session = store.create_session()
         message = store.append_message(session.id, "user")
         store.append_part(message.id, _text("a busy beaver"))
@@ -371,10 +371,11 @@ def test_a_search_while_another_writer_holds_the_database_reads_what_is_pending(
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)  # SQLite has one writer at a time
-def test_postgresql_writes_leave_the_index_alone_and_a_writer_still_open_is_not_missed(store: SessionStore, store_url: str) -> None:
+def test_postgresql_writes_leave_the_index_alone_and_a_writer_still_open_is_not_missed(store_url: str) -> None:
     """PostgreSQL: a write computes no vector, a search indexes what was written since. A transaction still open
     while a search indexes commits later, with a smaller transaction id than rows already indexed: the index
     run's snapshot says it did not see it, so it is pending and found (a high-water mark would lose it)."""
+    store = SessionStore.open(store_url, index_in_background=False)
     engine = make_engine(store_url)
     counts = lambda: engine.connect().execute(  # noqa: E731
         text("SELECT (SELECT count(*) FROM search_vectors), (SELECT count(*) FROM search_pending)")).one()
@@ -383,7 +384,7 @@ def test_postgresql_writes_leave_the_index_alone_and_a_writer_still_open_is_not_
     store.append_part(early.id, _text("an early ocelot"))
     assert tuple(counts()) == (0, 1)
     other_session = store.create_session()  # its own: the open batch holds its session's row
-    with SessionStore.open(store_url) as other:
+    with SessionStore.open(store_url, index_in_background=False) as other:
         with other.batch():  # open: its transaction id comes before the next write's
             slow = other.append_message(other_session.id, "user")
             other.append_part(slow.id, _text("a slow ocelot"))
@@ -397,6 +398,7 @@ def test_postgresql_writes_leave_the_index_alone_and_a_writer_still_open_is_not_
         assert [h.message_id for h in store.search("ocelot")] == [fast.id, slow.id, early.id]
     assert tuple(counts()) == (3, 0)
     engine.dispose()
+    store.close()
     _pg_index_is_exact(store_url)
 
 
@@ -580,7 +582,7 @@ def test_0005_takes_a_0004_index_as_it_is_and_downgrades_to_one(tmp_path) -> Non
     _sqlite_index_is_exact(url)
     with SessionStore.open(url, read_only=True) as reader:
         assert len(reader.search("zebra")) == 6
-    with SessionStore.open(url) as store:  # at head: a write now leaves a pending document
+    with SessionStore.open(url, index_in_background=False) as store:  # at head: a write now leaves a pending document
         message = store.append_message(session_id, "user")
         store.append_part(message.id, _text("a pending wombat"))
 

@@ -18,7 +18,7 @@ from tests.corpus_helpers import all_files
 @pytest.fixture
 def bulk_store(db_url: str, backend: str) -> Iterator[SessionStore]:
     """A new database whose tables autovacuum leaves alone, so only brutus analyzes them here."""
-    store = SessionStore.open(db_url)
+    store = SessionStore.open(db_url, index_in_background=False)  # only settle indexes here
     if backend == "postgresql":
         with store.engine.begin() as conn:
             for table in TABLES:

@@ -1,14 +1,19 @@
-"""The search query: the index finds the matching documents, the rows say where they are, the snippets are cut
-from the stored text (``brutus.search`` holds the rules; migrations 0004 and 0005 the index).
+"""The search query: the index finds the matching documents newest first, the rows say where they are, the
+snippets are cut from the stored text (``brutus.search`` holds the rules; migrations 0004, 0005 and 0008 the
+index).
 
-- SQLite: one FTS5 ``MATCH`` on ``search_index``; ``search_keys`` maps its rowids to (part, kind). Each word
-  goes in as an FTS5 string (``"…"``, quotes doubled), so the user's text is never FTS5 syntax.
-  After its VACUUM, ``gc`` indexes every document without a key (``keyless=True``), as VACUUM may renumber
-  the rows the marks count.
-- PostgreSQL: the GIN index of ``search_vectors`` answers ``@@`` a tsquery built from the words with
-  ``phraseto_tsquery`` (text in, never query syntax), combined with ``&&``.
-- Both indexes are filled off the write path (migration 0005): ``index_pending`` puts every document written
-  since into one, in a write transaction, which a store runs before each search (and ``gc``). The documents
+- SQLite: FTS5 ``MATCH`` on ``search_index``; ``search_keys`` maps its rowids to (part, kind). Each word goes
+  in as an FTS5 string (``"…"``, quotes doubled), so the user's text is never FTS5 syntax. A key is its
+  message's time (ms) times ``SLOT`` plus a counter (0008), so ``ORDER BY rowid DESC LIMIT n`` walks the
+  matches newest first and stops after ``n`` hits that pass the filters (``since`` bounds the rowid); the rest
+  of the last hit's millisecond is read too, and the hits sorted exactly here. After its VACUUM, ``gc``
+  indexes every document without a key (``keyless=True``), as VACUUM may renumber the rows the marks count.
+- PostgreSQL: ``@@`` a tsquery built from the words with ``phraseto_tsquery`` (text in, never query syntax),
+  combined with ``&&``, ordered by ``search_vectors.created_at`` (0008): the planner walks its btree newest
+  first for a common word and takes the GIN index for a rare one.
+- Both indexes are filled off the write path (migration 0005): ``index_pending`` puts the documents written
+  since into one, in a write transaction, which the store's background indexer runs in small batches after
+  commits (``brutus.db.indexer``), and a store runs before each search (and ``gc``, ``settle``). The documents
   still pending when the query runs (a read-only store, or writes since) are read from the view
   ``search_pending`` and matched here with the same tokens (``brutus.search.matches``), so a search sees every
   committed write; on PostgreSQL their older vectors, if any, are left out.
@@ -24,6 +29,7 @@ from collections.abc import Generator
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Integer,
     bindparam,
     column,
@@ -44,13 +50,13 @@ from .sqlite_driver import prebuilt
 from .ops import check_id
 from .statements import SESSION_ID, M, O, Op, P, S, T, step
 
-__all__ = ["DEFAULT_LIMIT", "index_pending", "optimize_index", "search", "search_flow"]
+__all__ = ["DEFAULT_LIMIT", "index_pending", "optimize_index", "pg_walk", "search", "search_flow", "sqlite_walk"]
 
 DEFAULT_LIMIT = 50
 FIELDS = {0: "text", 1: "call", 2: "output"}
 _KEYS = table("search_keys", column("key", Integer), column("part_id"), column("kind", Integer))
 _FTS = table("search_index", column("rowid", Integer))
-_VECTORS = table("search_vectors", column("part_id"), column("kind", Integer), column("vector"))
+_VECTORS = table("search_vectors", column("part_id"), column("kind", Integer), column("vector"), column("created_at", BigInteger))
 # the documents not in the index yet (migration 0005), matched in Python by a search that could not index them
 _PENDING = prebuilt(
     text("SELECT part_id, kind, body FROM search_pending").columns(column("part_id"), column("kind", Integer), column("body"))
@@ -61,65 +67,105 @@ _HAS_INDEX = {
     "postgresql": prebuilt(text("SELECT 1 FROM pg_class WHERE relname = 'search_pending'").columns(column("1"))),
 }
 
-# SQLite: keys for the pending documents, their text into FTS5, then nothing stale and the marks raised
-_NEWEST_KEY = prebuilt(text("SELECT coalesce(max(key), 0) AS key FROM search_keys").columns(column("key", Integer)))
-_KEY_PENDING = prebuilt(text("INSERT OR IGNORE INTO search_keys(part_id, kind) SELECT part_id, kind FROM search_pending"))
-_KEY_KEYLESS = prebuilt(
+# SQLite: a key is the bucket of its message's time (epoch ms, clamped) times ``SLOT``, plus a counter within
+# the millisecond (migration 0008), so FTS5's rowid order is time order up to ties within a millisecond
+# (room for 2**21 documents of one millisecond; times before 1970 share bucket 0, after 2109 the last one)
+SLOT = 2**21
+NEWEST_BUCKET = 2**42 - 1
+_TEXT_TYPES = "('text', 'reasoning')"
+_BATCH_TABLE = prebuilt(
     text(
-        "INSERT OR IGNORE INTO search_keys(part_id, kind) "
-        "SELECT id, 0 FROM parts WHERE type IN ('text', 'reasoning') UNION ALL "
-        "SELECT part_id, 1 FROM tool_states UNION ALL SELECT part_id, 2 FROM tool_outputs"
+        "CREATE TEMP TABLE IF NOT EXISTS search_batch "
+        "(key INTEGER PRIMARY KEY, part_id VARCHAR(64) NOT NULL, kind INTEGER NOT NULL)"
     )
 )
-_INDEX_NEW_KEYS = prebuilt(
-    text("INSERT INTO search_index(rowid, body) SELECT key, body FROM search_documents WHERE key > :b_key")
+# the rows up to the bounds above the marks, and the stale documents (what ``search_pending`` lists, in batches)
+_BOUNDS = prebuilt(
+    text(
+        "SELECT min(s.parts_seen + :b_batch, (SELECT coalesce(max(rowid), 0) FROM parts)) AS parts, "
+        "min(s.tool_states_seen + :b_batch, (SELECT coalesce(max(rowid), 0) FROM tool_states)) AS tool_states, "
+        "min(s.tool_outputs_seen + :b_batch, (SELECT coalesce(max(rowid), 0) FROM tool_outputs)) AS tool_outputs "
+        "FROM search_state s"
+    ).columns(column("parts", Integer), column("tool_states", Integer), column("tool_outputs", Integer))
 )
-_SQLITE_SETTLED = (
-    prebuilt(text("DELETE FROM search_stale")),
-    prebuilt(
+_BATCH_DOCUMENTS = (
+    f"SELECT id AS part_id, 0 AS kind FROM parts WHERE rowid > (SELECT parts_seen FROM search_state) "
+    f"AND rowid <= :b_parts AND type IN {_TEXT_TYPES} "
+    "UNION ALL SELECT part_id, 1 FROM tool_states WHERE rowid > (SELECT tool_states_seen FROM search_state) "
+    "AND rowid <= :b_tool_states "
+    "UNION ALL SELECT part_id, 2 FROM tool_outputs WHERE rowid > (SELECT tool_outputs_seen FROM search_state) "
+    "AND rowid <= :b_tool_outputs "
+    "UNION ALL SELECT part_id, kind FROM search_stale"
+)
+_KEYLESS_DOCUMENTS = (
+    f"SELECT id AS part_id, 0 AS kind FROM parts WHERE type IN {_TEXT_TYPES} "
+    "UNION ALL SELECT part_id, 1 FROM tool_states UNION ALL SELECT part_id, 2 FROM tool_outputs"
+)
+
+
+def _new_keys(documents: str) -> Any:
+    """The keys of ``documents`` that have none, into ``temp.search_batch``: the next free numbers of their
+    millisecond, in the order message id, position, then a call before its output (the search's, reversed)."""
+    return prebuilt(
         text(
-            "UPDATE search_state SET parts_seen = (SELECT coalesce(max(rowid), 0) FROM parts), "
-            "tool_states_seen = (SELECT coalesce(max(rowid), 0) FROM tool_states), "
-            "tool_outputs_seen = (SELECT coalesce(max(rowid), 0) FROM tool_outputs)"
+            "INSERT INTO temp.search_batch (key, part_id, kind) "
+            f"SELECT base + coalesce((SELECT max(k.key) + 1 FROM search_keys k WHERE k.key >= base AND k.key < base + {SLOT})"
+            " - base, 0) + row_number() OVER (PARTITION BY base ORDER BY message_id, position, kind DESC) - 1, part_id, kind "
+            f"FROM (SELECT d.part_id, d.kind, p.message_id, p.position, min(max(m.created_at, 0), {NEWEST_BUCKET}) * {SLOT} AS base "
+            f"FROM ({documents}) AS d JOIN parts p ON p.id = d.part_id JOIN messages m ON m.id = p.message_id "
+            f"WHERE (d.kind != 0 OR p.type IN {_TEXT_TYPES}) "
+            "AND NOT EXISTS (SELECT 1 FROM search_keys k WHERE k.part_id = d.part_id AND k.kind = d.kind))"
         )
-    ),
+    )
+
+
+_KEY_BATCH = _new_keys(_BATCH_DOCUMENTS)
+_KEY_KEYLESS = _new_keys(_KEYLESS_DOCUMENTS)
+_INDEX_BATCH = tuple(
+    prebuilt(text(sql))
+    for sql in (
+        "INSERT INTO search_keys (key, part_id, kind) SELECT key, part_id, kind FROM temp.search_batch ORDER BY key",
+        # ascending: FTS5 buffers a transaction's documents while their rowids ascend, and flushes when one does not
+        "INSERT INTO search_index(rowid, body) SELECT d.key, d.body FROM temp.search_batch b "
+        "JOIN search_documents d ON d.key = b.key ORDER BY b.key",
+        "DELETE FROM temp.search_batch",
+        "DELETE FROM search_stale",
+    )
+)
+_MARKS = prebuilt(
+    text("UPDATE search_state SET parts_seen = :b_parts, tool_states_seen = :b_tool_states, tool_outputs_seen = :b_tool_outputs")
 )
 _OPTIMIZE = prebuilt(text("INSERT INTO search_index(search_index) VALUES ('optimize')"))
 
 # PostgreSQL: the state row held (index runs take turns), a snapshot, the vectors of the rows pending against
-# the last snapshot upserted, the new snapshot stored
+# the last snapshot upserted with their message's time, the new snapshot stored
 _PG_HOLD = prebuilt(text("SELECT 1 FROM search_state FOR UPDATE").columns(column("1")))
 _PG_SNAPSHOT = prebuilt(text("SELECT CAST(pg_current_snapshot() AS text) AS snapshot").columns(column("snapshot")))
 # (a row is pending when its transaction is not visible in the snapshot the last index run took)
-_PG_UPSERTS = (
-    prebuilt(
-        text(
-            "INSERT INTO search_vectors (part_id, kind, vector) "
-            "SELECT id, 0, coalesce(brutus_search_vector(data ->> 'text'), ''::tsvector) FROM parts "
-            "WHERE type IN ('text', 'reasoning') AND search_xid >= (SELECT pg_snapshot_xmin(indexed) FROM search_state) "
-            "AND NOT pg_visible_in_snapshot(search_xid, (SELECT indexed FROM search_state))"
-            " ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector"
-        )
-    ),
-    prebuilt(
-        text(
-            "INSERT INTO search_vectors (part_id, kind, vector) "
-            "SELECT part_id, 1, coalesce(brutus_search_vector(tool || ' ' || coalesce(title, '') || ' ' || "
-            "coalesce(error, '') || ' ' || coalesce(brutus_json_strings(input), '')), ''::tsvector) FROM tool_states "
-            "WHERE search_xid >= (SELECT pg_snapshot_xmin(indexed) FROM search_state) "
-            "AND NOT pg_visible_in_snapshot(search_xid, (SELECT indexed FROM search_state))"
-            " ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector"
-        )
-    ),
-    prebuilt(
-        text(
-            "INSERT INTO search_vectors (part_id, kind, vector) "
-            "SELECT part_id, 2, coalesce(brutus_search_vector(output), ''::tsvector) FROM tool_outputs "
-            "WHERE search_xid >= (SELECT pg_snapshot_xmin(indexed) FROM search_state) "
-            "AND NOT pg_visible_in_snapshot(search_xid, (SELECT indexed FROM search_state))"
-            " ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector"
-        )
-    ),
+_PG_PENDING = (
+    "{row}.search_xid >= (SELECT pg_snapshot_xmin(indexed) FROM search_state) "
+    "AND NOT pg_visible_in_snapshot({row}.search_xid, (SELECT indexed FROM search_state))"
+)
+_PG_UPSERT = (
+    "INSERT INTO search_vectors (part_id, kind, vector, created_at) "
+    "SELECT p.id, {kind}, coalesce(brutus_search_vector({document}), ''::tsvector), m.created_at FROM {source} "
+    "JOIN messages m ON m.id = p.message_id WHERE {pending} "
+    "ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector, created_at = excluded.created_at"
+)
+_PG_UPSERTS = tuple(
+    prebuilt(text(_PG_UPSERT.format(kind=kind, document=document, source=source, pending=_PG_PENDING.format(row=row) + scope)))
+    for kind, document, source, row, scope in (
+        (0, "p.data ->> 'text'", "parts p", "p", f" AND p.type IN {_TEXT_TYPES}"),
+        (
+            1,
+            "t.tool || ' ' || coalesce(t.title, '') || ' ' || coalesce(t.error, '') || ' ' || "
+            "coalesce(brutus_json_strings(t.input), '')",
+            "tool_states t JOIN parts p ON p.id = t.part_id",
+            "t",
+            "",
+        ),
+        (2, "o.output", "tool_outputs o JOIN parts p ON p.id = o.part_id", "o", ""),
+    )
 )
 _PG_SETTLED = prebuilt(text("UPDATE search_state SET indexed = CAST(:b_snapshot AS pg_snapshot)"))
 
@@ -128,13 +174,14 @@ def _fts_phrase(word: str) -> str:
     return '"' + word.replace('"', '""') + '"'
 
 
-def index_pending(dialect: str, *, keyless: bool = False) -> Op:
-    """Put the pending documents into the index, in the caller's write transaction (migration 0005 has the
-    rules). SQLite: give each a key, index the new keys' text, clear the stale list and raise the marks;
-    ``keyless``: every document without a key, wherever its row is (after a VACUUM). PostgreSQL: upsert the
-    vectors of the rows written since the last run's snapshot, and store this run's. Nothing on a database
-    without the index (an engine at an older revision, which ``SessionStore(engine)`` allows). Returns
-    whether anything was pending."""
+def index_pending(dialect: str, *, keyless: bool = False, batch: int | None = None) -> Op:
+    """Put the pending documents into the index, in the caller's write transaction (migrations 0005 and 0008
+    have the rules). SQLite: give each a key in time order, index the new keys' text, clear the stale list and
+    raise the marks; ``batch``: only the rows up to that many rowids past each mark (the background indexer's
+    small transactions; call again while it returns True); ``keyless``: every document without a key, wherever
+    its row is (after a VACUUM). PostgreSQL: upsert the vectors of the rows written since the last run's
+    snapshot, and store this run's. Nothing on a database without the index (an engine at an older revision,
+    which ``SessionStore(engine)`` allows). Returns whether anything was pending."""
     if (yield step(_HAS_INDEX[dialect], {}, fetch="first")) is None:
         return False
     if dialect == "postgresql":
@@ -147,11 +194,13 @@ def index_pending(dialect: str, *, keyless: bool = False) -> Op:
             yield step(statement)
         yield step(_PG_SETTLED, {"b_snapshot": snapshot.snapshot})
         return True
-    newest = yield step(_NEWEST_KEY, {}, fetch="first")
-    yield step(_KEY_KEYLESS if keyless else _KEY_PENDING)  # new keys: above ``newest``
-    yield step(_INDEX_NEW_KEYS, {"b_key": newest.key})
-    for statement in _SQLITE_SETTLED:
+    bounds = yield step(_BOUNDS, {"b_batch": NEWEST_BUCKET if batch is None or keyless else batch}, fetch="first")
+    marks = {"b_parts": bounds.parts, "b_tool_states": bounds.tool_states, "b_tool_outputs": bounds.tool_outputs}
+    yield step(_BATCH_TABLE)
+    yield step(_KEY_KEYLESS, {}) if keyless else step(_KEY_BATCH, marks)
+    for statement in _INDEX_BATCH:
         yield step(statement)
+    yield step(_MARKS, marks)
     return True
 
 
@@ -175,24 +224,92 @@ def optimize_index() -> Op:
         yield step(_OPTIMIZE)
 
 
-def _sqlite_matches(words: list[str], found: list[tuple[str, int]]) -> tuple[Any, dict[str, Any]]:
-    """The FTS5 query, and the pending documents that match (``found``: (part, kind), one JSON parameter; a
-    pending document is not in FTS5)."""
+def _hit_rows(source: Any, part_id: Any, kind: Any, filters: dict[str, Any]) -> Any:
+    """The columns a hit is made of, for the documents ``source`` lists (its ``part_id`` and ``kind``
+    columns), narrowed by the search's filters."""
+    statement = (
+        select(
+            part_id.label("part_id"),
+            kind.label("kind"),
+            P.c.type,
+            P.c.message_id,
+            P.c.position,
+            P.c.session_id,
+            S.c.title,
+            S.c.boundary_seq,
+            M.c.role,
+            M.c.summary,
+            M.c.seq,
+            M.c.created_at,
+            T.c.tool,
+            T.c.compacted_at,
+        )
+        .select_from(
+            source.join(P, P.c.id == part_id)
+            .join(M, M.c.id == P.c.message_id)
+            .join(S, S.c.id == P.c.session_id)
+            .outerjoin(T, T.c.part_id == P.c.id)
+        )
+        .where(or_(kind != 0, P.c.type == "text", P.c.type == "reasoning"))  # (no IN: the SQLite driver)
+    )
+    if filters["session_id"] is not None:
+        statement = statement.where(P.c.session_id == bindparam("b_sid"))
+    if filters["role"] is not None:
+        statement = statement.where(M.c.role == bindparam("b_role"))
+    if filters["tool"] is not None:
+        statement = statement.where(T.c.tool == bindparam("b_tool"))
+    if filters["since"] is not None:
+        statement = statement.where(M.c.created_at >= bindparam("b_since"))
+    return statement
+
+
+def _found_rows(dialect: str, found: list[tuple[str, int]], filters: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The hit rows of the pending documents that match (``found``: (part, kind), one JSON parameter)."""
+    if dialect == "postgresql":
+        sql = "SELECT e ->> 0 AS part_id, CAST(e ->> 1 AS integer) AS kind FROM jsonb_array_elements(CAST(:b_found AS jsonb)) AS e"
+    else:
+        sql = "SELECT json_extract(value, '$[0]') AS part_id, json_extract(value, '$[1]') AS kind FROM json_each(:b_found)"
+    listed = text(sql).columns(column("part_id"), column("kind", Integer)).subquery("found")
+    return _hit_rows(listed, listed.c.part_id, listed.c.kind, filters), {"b_found": json.dumps(found)}
+
+
+def sqlite_walk(words: list[str], filters: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """SQLite: the hits of the indexed documents, unordered and unlimited (``_sqlite_search`` adds FTS5's
+    rowid order and the limit), and its parameters."""
     match = literal_column("search_index").op("MATCH")(bindparam("b_match"))
-    query = select(_KEYS.c.part_id, _KEYS.c.kind).select_from(_FTS.join(_KEYS, _KEYS.c.key == _FTS.c.rowid)).where(match)
-    params: dict[str, Any] = {"b_match": " ".join(_fts_phrase(w) for w in words)}
+    walk = _hit_rows(_FTS.join(_KEYS, _KEYS.c.key == _FTS.c.rowid), _KEYS.c.part_id, _KEYS.c.kind, filters)
+    walk = walk.add_columns(_KEYS.c.key).where(match)
+    params = {"b_match": " ".join(_fts_phrase(w) for w in words), **_filter_params(filters)}
+    if filters["since"] is not None:  # the bound lets FTS5 stop at the first key older than ``since``
+        walk = walk.where(_FTS.c.rowid >= bindparam("b_low"))
+        params["b_low"] = min(filters["since"], NEWEST_BUCKET) * SLOT
+    return walk, params
+
+
+def _sqlite_search(words: list[str], found: list[tuple[str, int]], filters: dict[str, Any], limit: int) -> Op:
+    """SQLite: FTS5 walks its matches newest key first, each joined to its rows and filtered as it comes,
+    until ``limit`` hits (no sort, no read of older matches); then the rest of the last hit's millisecond,
+    whose keys are not in the hits' order; with the pending documents that match, sorted exactly here."""
+    walk, params = sqlite_walk(words, filters)
+    rows = list((yield step(walk.order_by(_FTS.c.rowid.desc()).limit(bindparam("b_limit")), {**params, "b_limit": limit}, fetch="all")))
+    if len(rows) == limit:
+        last = rows[-1].key
+        ties = walk.where(_FTS.c.rowid >= bindparam("b_tie"), _FTS.c.rowid < bindparam("b_last"))
+        rows += yield step(ties, {**params, "b_tie": last - last % SLOT, "b_last": last}, fetch="all")
     if found:
-        listed = text(
-            "SELECT json_extract(value, '$[0]') AS part_id, json_extract(value, '$[1]') AS kind FROM json_each(:b_found)"
-        ).columns(column("part_id"), column("kind", Integer)).subquery("found")
-        query = union_all(query, select(listed.c.part_id, listed.c.kind))
-        params["b_found"] = json.dumps(found)
-    return query, params
+        statement, found_params = _found_rows("sqlite", found, filters)
+        rows += yield step(statement, {**found_params, **_filter_params(filters)}, fetch="all")
+    # the order of the old query's ORDER BY (SQLite compares text as UTF-8 bytes: code point order, as here)
+    rows.sort(key=lambda row: row.kind)
+    rows.sort(key=lambda row: (row.created_at, row.message_id, row.position), reverse=True)
+    return rows[:limit]
 
 
-def _pg_matches(words: list[str], found: list[tuple[str, int]], pending: list[tuple[str, int]]) -> tuple[Any, dict[str, Any]]:
-    """The GIN query, less the pending documents (their vectors, if any, are of an older text), and the pending
-    documents that match."""
+def pg_walk(words: list[str], pending: list[tuple[str, int]], filters: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """PostgreSQL: the first ``b_limit`` hits of the indexed documents, less the pending ones (their vectors,
+    if any, are of an older text), newest first by their message's time (0008: a btree to walk, so for a
+    common word the scan stops after ``limit`` hits; the planner keeps the GIN bitmap for a rare one), and
+    its parameters."""
     simple = literal_column("'simple'::regconfig")
     tsquery: Any = None
     for index in range(len(words)):
@@ -200,24 +317,41 @@ def _pg_matches(words: list[str], found: list[tuple[str, int]], pending: list[tu
         word = func.regexp_replace(bindparam(f"b_w{index}"), "[[:punct:]]+", " ", "g")
         phrase = func.phraseto_tsquery(simple, word)
         tsquery = phrase if tsquery is None else tsquery.op("&&")(phrase)
-    query: Any = select(_VECTORS.c.part_id, _VECTORS.c.kind).where(_VECTORS.c.vector.op("@@")(tsquery))
+    walk = _hit_rows(_VECTORS, _VECTORS.c.part_id, _VECTORS.c.kind, filters).where(_VECTORS.c.vector.op("@@")(tsquery))
     params: dict[str, Any] = {f"b_w{i}": w for i, w in enumerate(words)}
+    params.update(_filter_params(filters))
+    if filters["since"] is not None:
+        walk = walk.where(_VECTORS.c.created_at >= bindparam("b_since"))
     if pending:
-        query = query.where(
+        walk = walk.where(
             text(
                 "NOT EXISTS (SELECT 1 FROM jsonb_array_elements(CAST(:b_pending AS jsonb)) AS e "
                 "WHERE e ->> 0 = search_vectors.part_id AND CAST(e ->> 1 AS integer) = search_vectors.kind)"
             )
         )
         params["b_pending"] = json.dumps(pending)
+    order = (_VECTORS.c.created_at.desc(), M.c.id.desc(), P.c.position.desc(), _VECTORS.c.kind)
+    return walk.order_by(*order).limit(bindparam("b_limit")), params
+
+
+def _pg_search(words: list[str], found: list[tuple[str, int]], pending: list[tuple[str, int]], filters: dict[str, Any], limit: int) -> Op:
+    """PostgreSQL: the walk (``pg_walk``), with the pending documents that match, ordered in SQL (its
+    collation orders the ids)."""
+    statement, params = pg_walk(words, pending, filters)
+    params["b_limit"] = limit
     if found:
-        listed = text(
-            "SELECT e ->> 0 AS part_id, CAST(e ->> 1 AS integer) AS kind "
-            "FROM jsonb_array_elements(CAST(:b_found AS jsonb)) AS e"
-        ).columns(column("part_id"), column("kind", Integer)).subquery("found")
-        query = union_all(query, select(listed.c.part_id, listed.c.kind))
-        params["b_found"] = json.dumps(found)
-    return query, params
+        listed, found_params = _found_rows("postgresql", found, filters)
+        params.update(found_params)
+        both = union_all(statement.subquery("walk").select(), listed).subquery("hits")
+        statement = select(both).order_by(
+            both.c.created_at.desc(), both.c.message_id.desc(), both.c.position.desc(), both.c.kind
+        ).limit(bindparam("b_limit"))
+    return (yield step(statement, params, fetch="all"))
+
+
+def _filter_params(filters: dict[str, Any]) -> dict[str, Any]:
+    names = {"session_id": "b_sid", "role": "b_role", "tool": "b_tool", "since": "b_since"}
+    return {names[k]: v for k, v in filters.items() if v is not None}
 
 
 def search(
@@ -250,46 +384,12 @@ def search(
 
     documents = yield step(_PENDING, {}, fetch="all")
     found = [(row.part_id, row.kind) for row in documents if text_matches(row.body, words)]
+    filters = {"session_id": session_id, "role": role, "tool": tool, "since": since}
     if dialect == "postgresql":
-        matches, params = _pg_matches(words, found, [(row.part_id, row.kind) for row in documents])
+        pending = [(row.part_id, row.kind) for row in documents]
+        rows = yield from _pg_search(words, found, pending, filters, limit)
     else:
-        matches, params = _sqlite_matches(words, found)
-    hits = matches.subquery("hits")
-    statement = (
-        select(
-            hits.c.part_id,
-            hits.c.kind,
-            P.c.type,
-            P.c.message_id,
-            P.c.session_id,
-            S.c.title,
-            S.c.boundary_seq,
-            M.c.role,
-            M.c.summary,
-            M.c.seq,
-            M.c.created_at,
-            T.c.tool,
-            T.c.compacted_at,
-        )
-        .select_from(
-            hits.join(P, P.c.id == hits.c.part_id)
-            .join(M, M.c.id == P.c.message_id)
-            .join(S, S.c.id == P.c.session_id)
-            .outerjoin(T, T.c.part_id == P.c.id)
-        )
-        .where(or_(hits.c.kind != 0, P.c.type == "text", P.c.type == "reasoning"))  # (no IN: the SQLite driver)
-        .order_by(M.c.created_at.desc(), M.c.id.desc(), P.c.position.desc(), hits.c.kind)
-        .limit(limit)
-    )
-    if session_id is not None:
-        statement = statement.where(P.c.session_id == session_id)
-    if role is not None:
-        statement = statement.where(M.c.role == role)
-    if tool is not None:
-        statement = statement.where(T.c.tool == tool)
-    if since is not None:
-        statement = statement.where(M.c.created_at >= since)
-    rows = yield step(statement, params, fetch="all")
+        rows = yield from _sqlite_search(words, found, filters, limit)
 
     found_hits = []
     for row in rows:

@@ -10,7 +10,7 @@ Rules the rows keep:
   loading a pruned part never reads it. Token estimates are stored when a part is written.
 - ``transcripts`` / ``transcript_entries`` (``brutus.integrations``, 0003) keep an agent SDK's own records
   exactly, one row each, beside the session they are parsed into; deleting the session deletes them.
-- The full-text index (0004, 0005, ``brutus.db.search_ops``) is the database's own business: SQLite's FTS5
+- The full-text index (0004, 0005, 0008, ``brutus.db.search_ops``) is the database's own business: SQLite's FTS5
   table with its keys, marks and triggers, PostgreSQL's vector table with its GIN index and each row's
   ``search_xid``. They differ per backend, so they are not rows
   here: ``SEARCH_OBJECTS`` names them and ``include_object`` keeps them out of model/migration comparisons.
@@ -280,6 +280,7 @@ SEARCH_OBJECTS = frozenset(
         # PostgreSQL: the vectors and their GIN index, the rows' writing transaction and its indexes
         "search_vectors",
         "ix_search_vectors",
+        "ix_search_vectors_created_at",
         "search_xid",
         "ix_parts_search_xid",
         "ix_tool_states_search_xid",
