@@ -485,7 +485,7 @@ class AsyncSessionStore:
             async with self.engine.connect() as connection:
                 if isinstance(action, Vacuum):
                     await connection.execution_options(isolation_level="AUTOCOMMIT")
-                    await connection.exec_driver_sql(gc_ops.PG_VACUUM)
+                    await connection.exec_driver_sql(gc_ops.pg_vacuum(action.full))
                     return None
                 return (await connection.exec_driver_sql(gc_ops.PG_STORAGE_BYTES)).scalar_one()
 
@@ -565,12 +565,13 @@ class AsyncSessionStore:
         flow = check_flow(repair=repair, read_only=self.read_only, clock=self.clock)
         return await adrive_flow(flow, partial(self._act, None))
 
-    async def gc(self, before: int, *, dry_run: bool = False) -> GcResult:
+    async def gc(self, before: int, *, dry_run: bool = False, vacuum: bool = False) -> GcResult:
         """``SessionStore.gc``: the same flow (``brutus.db.gc_ops.gc_flow``), VACUUM on a connection outside any
         transaction (``_act``)."""
         from .db.gc_ops import gc_flow
 
         if self._batch.get() is not None:
-            raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
-        return await adrive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
+            raise InvalidInput("gc cannot run inside store.batch(): it commits chunk by chunk, VACUUM outside any transaction")
+        flow = gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name, vacuum=vacuum)
+        return await adrive_flow(flow, partial(self._act, None))
 
