@@ -478,7 +478,7 @@ class AsyncSessionStore:
                 worker = self._workers.take()
                 try:
                     if isinstance(action, Vacuum):
-                        return await worker.call(gc_ops.sqlite_vacuum)
+                        return await worker.call(gc_ops.sqlite_vacuum, 0 if action.full else action.pages)
                     return await worker.call(gc_ops.sqlite_storage_bytes, self.engine.url.database)
                 finally:
                     await self._workers.give_back(worker)

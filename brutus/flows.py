@@ -51,7 +51,8 @@ class Summarize:
 
 @dataclass(frozen=True)
 class Vacuum:
-    full: bool = True  # PostgreSQL: VACUUM FULL, else a plain VACUUM; SQLite's is always full
+    full: bool = True  # PostgreSQL: VACUUM FULL, else a plain VACUUM; SQLite: VACUUM, else an incremental step
+    pages: int = 0  # SQLite's incremental step: the free pages to give back (the outcome: those left)
 
 
 @dataclass(frozen=True)

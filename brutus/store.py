@@ -492,7 +492,7 @@ class SessionStore:
             if isinstance(action, HeldLocks):
                 return held_sessions(self.engine, action.session_ids)
             if isinstance(action, Vacuum):
-                return gc_ops.vacuum(self.engine, action.full)
+                return gc_ops.vacuum(self.engine, action.full, action.pages)
             assert isinstance(action, StorageBytes), action
             return gc_ops.storage_bytes(self.engine)
 

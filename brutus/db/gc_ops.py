@@ -54,7 +54,6 @@ __all__ = [
     "drop_pruned_outputs",
     "free_pages",
     "gc_flow",
-    "incremental_vacuum",
     "pg_vacuum",
     "sqlite_storage_bytes",
     "sqlite_vacuum",
@@ -115,8 +114,13 @@ def gc_flow(before: Any, *, dry_run: bool, dialect: str, vacuum: bool = False) -
         yield Vacuum(full=True)
         yield Tx(index_pending("sqlite", keyless=True))
     elif sqlite and pages_before.incremental:
-        while (yield Tx(incremental_vacuum(max(1, CHUNK_BYTES // pages_before.page_size)))):
+        left, pages = None, max(1, CHUNK_BYTES // pages_before.page_size)
+        while True:
+            now = yield Vacuum(full=False, pages=pages)  # the free pages left
             yield StorageBytes()
+            if now == 0 or (left is not None and now >= left):  # all given back, or writers free pages as fast
+                break
+            left = now
     elif not sqlite:
         yield Vacuum(full=vacuum)
     size_after = yield StorageBytes()
@@ -245,17 +249,6 @@ def free_pages() -> Op:
     return FreePages(int(page_size), int(free), int(auto) == _INCREMENTAL)
 
 
-def incremental_vacuum(pages: int) -> Op:
-    """SQLite with ``auto_vacuum = INCREMENTAL``: give up to ``pages`` free pages back to the system (the file
-    shrinks at the commit); whether any were left to give."""
-    free = (yield step(_FREELIST, fetch="first"))[0]
-    if not free:
-        return False
-    # each row the pragma steps through frees one page: all of them fetched, or it stops early
-    yield step(text(f"PRAGMA incremental_vacuum({int(pages)})"), fetch="all")
-    return True
-
-
 def _sqlite_file(database: str | None) -> str | None:
     return database if database and database != ":memory:" and not database.startswith("file:") else None
 
@@ -294,11 +287,18 @@ def sqlite_storage_bytes(dbapi: Any, database: str | None) -> int:
     return sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
 
 
-def sqlite_vacuum(dbapi: Any) -> None:
-    """SQLite, on a sqlite3 connection: VACUUM outside any transaction, then a WAL checkpoint."""
+def sqlite_vacuum(dbapi: Any, pages: int = 0) -> int | None:
+    """SQLite, on a sqlite3 connection: VACUUM outside any transaction, then a WAL checkpoint. With ``pages``
+    (a file with ``auto_vacuum = INCREMENTAL``): give up to that many free pages back instead, in a transaction
+    of its own, and return the free pages left."""
     sqlite_end(dbapi, commit=False)  # a pooled connection is returned rolled back; be sure, VACUUM refuses otherwise
+    if pages:
+        # executescript steps the pragma to its end: execute() would free one page (one step) and stop
+        dbapi.executescript(f"PRAGMA incremental_vacuum({int(pages)})")
+        return int(dbapi.execute("PRAGMA freelist_count").fetchone()[0])
     dbapi.execute("VACUUM")
     _checkpoint(dbapi)
+    return None
 
 
 def storage_bytes(engine: Engine) -> int:
@@ -314,15 +314,15 @@ def storage_bytes(engine: Engine) -> int:
         pooled.close()
 
 
-def vacuum(engine: Engine, full: bool = True) -> None:
-    """VACUUM outside any transaction (SQLite, always a full rewrite), VACUUM ANALYZE of ``tool_outputs`` in
-    autocommit (PostgreSQL; ``full``: VACUUM FULL)."""
+def vacuum(engine: Engine, full: bool = True, pages: int = 0) -> int | None:
+    """SQLite: VACUUM outside any transaction, or with ``pages`` an incremental step (``sqlite_vacuum``);
+    PostgreSQL: VACUUM ANALYZE of ``tool_outputs`` in autocommit (``full``: VACUUM FULL)."""
     if engine.dialect.name == "postgresql":
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             connection.exec_driver_sql(pg_vacuum(full))
-        return
+        return None
     pooled = engine.raw_connection()
     try:
-        sqlite_vacuum(pooled.driver_connection)
+        return sqlite_vacuum(pooled.driver_connection, 0 if full else pages)
     finally:
         pooled.close()
