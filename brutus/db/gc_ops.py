@@ -207,7 +207,7 @@ def drop_chunk(before: Any, *, stored: bool = False) -> Op:
     if last is None:
         return _result(before, None, dry_run=False, stored=stored)
     # the chunk: the old outputs up to ``last`` in part order (a range, the statement the same every time)
-    which = _old(before) & (O.c.part_id <= bindparam("b_last"))
+    which = _old(before) & (T.c.part_id <= bindparam("b_last"))
     found = yield step(
         select(*_sums(stored)).select_from(O.join(T, T.c.part_id == O.c.part_id)).where(which),
         {"b_last": last},
