@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .options import db_option, json_option, open_store, print_json
+from .options import db_option, json_option, open_output, open_store, print_json
 
 
 def register(cli: click.Group) -> None:
@@ -136,22 +136,10 @@ def export(session_id: str, output: Path | None, db: str | None) -> None:
             write_export(store, session_id, sys.stdout.buffer)
             sys.stdout.buffer.flush()
             return
-        with _open_output(output) as file:
+        with open_output(output) as file:
             exported = write_export(store, session_id, file)
     finally:
         store.close()
     children = exported.children
     also = f", {children} child session{'' if children == 1 else 's'}" if children else ""
     click.echo(f"exported {session_id} ({exported.messages} messages{also}) to {output}")
-
-
-def _open_output(output: Path) -> Any:
-    """``output`` opened to write, never a file of a database in use (``db.files``)."""
-    from ..db.files import refuse_database_file
-    from ..errors import InvalidInput
-
-    refuse_database_file(output, doing="write")
-    try:
-        return output.open("wb")
-    except OSError as exc:
-        raise InvalidInput(f"cannot write {output}: {exc.strerror or exc}") from None

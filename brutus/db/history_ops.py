@@ -12,11 +12,11 @@ from typing import Any
 from sqlalchemy import text
 
 from ..errors import InvalidInput, NotFound
-from ..models import CompactionConfig, MessageWithParts, PruneResult
+from ..models import CompactionConfig, MessageWithParts, PruneResult, Session
 from ..pruning import PruneCandidate, plan_prune, prune_result
 from . import statements as st
 from .convert import build_history, message_from_row, part_from_row, reuse_history
-from .ops import check_id
+from .ops import check_id, get_session
 from .statements import Op, step
 
 __all__ = [
@@ -71,16 +71,21 @@ def consistent_reads(dialect: str) -> Op:
 
 
 def history_in_chunks(
-    session_id: Any, on_chunk: Callable[[list[MessageWithParts]], None], *, chunk: int | None = None
+    session_id: Any,
+    on_chunk: Callable[[list[MessageWithParts]], None],
+    *,
+    chunk: int | None = None,
+    on_session: Callable[[Session], None] | None = None,
 ) -> Op:
     """A session's whole history (``messages()``), handed to ``on_chunk`` ``chunk`` (``HISTORY_CHUNK``) messages at a time in seq
     order, so a reader holds one chunk, not the history; the number of messages. Each chunk is two range scans
     by seq (messages, then their parts with tool states and outputs). Run it in one transaction after
-    ``consistent_reads`` so the chunks agree; a missing session is ``NotFound``."""
-    session_id = check_id("session", session_id)
-    chunk = chunk or HISTORY_CHUNK
-    if (yield step(st.SESSION_BOUNDARY, {"b_sid": session_id}, fetch="first")) is None:
-        raise NotFound("session", session_id)
+    ``consistent_reads`` so the chunks agree; a missing session is ``NotFound``. ``on_session`` is given the
+    session first, as read in the same transaction."""
+    session = yield from get_session(session_id)
+    session_id, chunk = session.id, chunk or HISTORY_CHUNK
+    if on_session is not None:
+        on_session(session)
     after, count = -1, 0
     while True:
         rows = yield step(st.messages_after(chunk), {"b_sid": session_id, "b_after": after}, fetch="raw")
