@@ -30,7 +30,7 @@ __all__ = [
     "prune_session",
 ]
 
-HISTORY_CHUNK = 1000  # messages per read of a whole history in chunks
+HISTORY_CHUNK = 200  # messages per read of a whole history in chunks (about 15 MB of Python objects in the corpus)
 _REPEATABLE_READ = text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
