@@ -108,19 +108,12 @@ def gc_flow(before: Any, *, dry_run: bool, dialect: str, vacuum: bool = False) -
         dropped = _add(dropped, chunk)
         if sqlite:
             yield StorageBytes()  # a TRUNCATE checkpoint: the WAL holds one chunk at most
-    vacuumed = vacuum or not sqlite
     if sqlite and vacuum:
         yield Tx(optimize_index())
         yield Vacuum(full=True)
         yield Tx(index_pending("sqlite", keyless=True))
     elif sqlite and pages_before.incremental:
-        left, pages = None, max(1, CHUNK_BYTES // pages_before.page_size)
-        while True:
-            now = yield Vacuum(full=False, pages=pages)  # the free pages left
-            yield StorageBytes()
-            if now == 0 or (left is not None and now >= left):  # all given back, or writers free pages as fast
-                break
-            left = now
+        yield from _give_back(pages_before.page_size)
     elif not sqlite:
         yield Vacuum(full=vacuum)
     size_after = yield StorageBytes()
@@ -132,13 +125,27 @@ def gc_flow(before: Any, *, dry_run: bool, dialect: str, vacuum: bool = False) -
         reusable = max(0, free_after - pages_before.free * pages_before.page_size)
     return dropped.model_copy(
         update={
-            "vacuumed": vacuumed,
+            "vacuumed": vacuum or not sqlite,
             "bytes_before": size_before,
             "bytes_after": size_after,
             "bytes_reusable": reusable,
             "bytes_free": free_after,
         }
     )
+
+
+def _give_back(page_size: int) -> Generator[Any, Any, None]:
+    """SQLite with ``auto_vacuum = INCREMENTAL``: the free pages back to the system, ``CHUNK_BYTES`` a step,
+    a checkpoint after each; until none is left, or writers free pages as fast as they go."""
+    from ..flows import StorageBytes, Vacuum
+
+    left, pages = None, max(1, CHUNK_BYTES // page_size)
+    while True:
+        now = yield Vacuum(full=False, pages=pages)  # the free pages left
+        yield StorageBytes()
+        if now == 0 or (left is not None and now >= left):
+            return
+        left = now
 
 
 def _add(total: GcResult, chunk: GcResult) -> GcResult:
@@ -188,22 +195,23 @@ def drop_pruned_outputs(before: Any, *, dry_run: bool, stored: bool = False) -> 
 
 
 def drop_chunk(before: Any, *, stored: bool = False) -> Op:
-    """Delete the next chunk of outputs pruned before ``before``: the first ones in part order up to
+    """Delete the next chunk of outputs pruned before ``before``: the first ones in part order up to about
     ``CHUNK_BYTES`` of text (one at least) and ``CHUNK_PARTS`` parts; what it dropped (0 parts: none left)."""
     _check_before(before)
+    # sized by the stored token estimates (ceil(UTF-8 bytes / 4)): choosing reads no output text
     sizes = (
-        select(O.c.part_id, _byte_length(O.c.output).label("bytes"))
-        .select_from(O.join(T, T.c.part_id == O.c.part_id))
+        select(T.c.part_id, (func.coalesce(T.c.output_tokens, 0) * 4).label("bytes"))
+        .select_from(T.join(O, O.c.part_id == T.c.part_id))
         .where(_old(before))
-        .order_by(O.c.part_id)
+        .order_by(T.c.part_id)
         .limit(CHUNK_PARTS)
     )
     rows = yield step(sizes, fetch="all")
     last, total = None, 0
     for row in rows:
-        if last is not None and total + int(row.bytes or 0) > CHUNK_BYTES:
+        if last is not None and total + int(row.bytes) > CHUNK_BYTES:
             break
-        last, total = row.part_id, total + int(row.bytes or 0)
+        last, total = row.part_id, total + int(row.bytes)
     if last is None:
         return _result(before, None, dry_run=False, stored=stored)
     # the chunk: the old outputs up to ``last`` in part order (a range, the statement the same every time)
