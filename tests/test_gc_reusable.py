@@ -117,5 +117,5 @@ def _sqlite_freed_for_reuse(store: SessionStore, session_id: str, nothing) -> No
 
     people = run("gc", "--before", "1970-01-01T00:00:00.010Z", "--db", f"sqlite:///{path}")
     assert people.returncode == 0, people.stderr
-    assert people.stdout.splitlines()[-1].startswith("file: the database ")
+    assert people.stdout.splitlines()[-1].startswith("space: the database ")
     assert "0 B of pages freed inside the file for later writes (0 B free in all)" in people.stdout

@@ -192,7 +192,7 @@ def print_gc(result: GcResult) -> None:
                   f"({_bytes(reclaimed)} returned to the system); {_bytes(result.bytes_reusable)} of dropped "
                   "output (as stored) freed for reuse")
         return
-    done = "vacuumed" if result.vacuumed else "file"
+    done = "vacuumed" if result.vacuumed else "space"
     out.print(f"{done}: the database {_bytes(result.bytes_before)} → {_bytes(result.bytes_after)} "
               f"({_bytes(reclaimed)} returned to the system); {_bytes(result.bytes_reusable)} of pages freed "
               f"inside the file for later writes ({_bytes(result.bytes_free)} free in all)")
