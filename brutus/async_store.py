@@ -507,14 +507,14 @@ class AsyncSessionStore:
                 worker = self._workers.take()
                 try:
                     if isinstance(action, Vacuum):
-                        return await worker.call(gc_ops.sqlite_vacuum)
+                        return await worker.call(gc_ops.sqlite_vacuum, 0 if action.full else action.pages)
                     return await worker.call(gc_ops.sqlite_storage_bytes, self.engine.url.database)
                 finally:
                     await self._workers.give_back(worker)
             async with self.engine.connect() as connection:
                 if isinstance(action, Vacuum):
                     await connection.execution_options(isolation_level="AUTOCOMMIT")
-                    await connection.exec_driver_sql(gc_ops.PG_VACUUM)
+                    await connection.exec_driver_sql(gc_ops.pg_vacuum(action.full))
                     return None
                 return (await connection.exec_driver_sql(gc_ops.PG_STORAGE_BYTES)).scalar_one()
 
@@ -594,13 +594,14 @@ class AsyncSessionStore:
         flow = check_flow(repair=repair, read_only=self.read_only, clock=self.clock)
         return await adrive_flow(flow, partial(self._act, None))
 
-    async def gc(self, before: int, *, dry_run: bool = False) -> GcResult:
+    async def gc(self, before: int, *, dry_run: bool = False, vacuum: bool = False) -> GcResult:
         """``SessionStore.gc``: the same flow (``brutus.db.gc_ops.gc_flow``), VACUUM on a connection outside any
         transaction (``_act``)."""
         from .db.gc_ops import gc_flow
 
         if self._batch.get() is not None:
-            raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
-        async with self._indexer.paused() if self._indexer is not None else nullcontext():  # no snapshot during VACUUM
-            return await adrive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
+            raise InvalidInput("gc cannot run inside store.batch(): it commits chunk by chunk, VACUUM outside any transaction")
+        flow = gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name, vacuum=vacuum)
+        async with self._indexer.paused() if self._indexer is not None else nullcontext():  # no snapshot during gc
+            return await adrive_flow(flow, partial(self._act, None))
 

@@ -11,7 +11,8 @@ actions:
   what the operation returns.
 - ``Summarize(request)``: the summarizer with its fallbacks (``brutus.summarizers.fallbacks``); the outcome is
   ``(summary, fallback)``.
-- ``Vacuum()`` and ``StorageBytes()``: gc's storage steps, outside any transaction (``brutus.db.gc_ops``).
+- ``Vacuum(full)`` and ``StorageBytes()``: gc's storage steps, outside any transaction (``brutus.db.gc_ops``);
+  ``StorageBytes`` checkpoints SQLite's WAL (TRUNCATE) before it measures.
 - ``Locked(session_id, op)``: ``op`` in a write transaction while holding the session's compaction lock
   (``brutus.compaction.locks``); ``CompactionInProgress`` if another caller holds it.
 - ``HeldLocks(session_ids)``: which of them some process holds the compaction lock of now.
@@ -50,7 +51,8 @@ class Summarize:
 
 @dataclass(frozen=True)
 class Vacuum:
-    pass
+    full: bool = True  # PostgreSQL: VACUUM FULL, else a plain VACUUM; SQLite: VACUUM, else an incremental step
+    pages: int = 0  # SQLite's incremental step: the free pages to give back (the outcome: those left)
 
 
 @dataclass(frozen=True)

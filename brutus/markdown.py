@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 from .models import MessageWithParts, Part, Session
 
-__all__ = ["fence", "to_markdown"]
+__all__ = ["MarkdownStream", "fence", "to_markdown"]
 
 _BACKTICKS = re.compile(r"`+")
 
@@ -39,6 +39,38 @@ def to_markdown(history: list[MessageWithParts], *, session: Session | None = No
     for entry in history:
         out += _message(entry, pruned_text)
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+class MarkdownStream:
+    """``to_markdown`` written as it goes (``show --full --markdown`` of a long history): ``header(session)``,
+    then ``messages(entries)`` chunk by chunk, then ``close()``; ``write`` receives exactly the text
+    ``to_markdown`` returns for the same session and messages, in pieces."""
+
+    def __init__(self, write: Callable[[str], None], *, pruned_text: bool = False) -> None:
+        self._write, self._pruned_text = write, pruned_text
+        self._started = False
+        self._newlines = 0  # trailing newlines held back: the transcript ends in exactly one
+
+    def header(self, session: Session) -> None:
+        self._lines(_session_header(session))
+
+    def messages(self, entries: Iterable[MessageWithParts]) -> None:
+        for entry in entries:
+            self._lines(_message(entry, self._pruned_text))
+
+    def close(self) -> None:
+        self._write("\n")
+
+    def _lines(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        text = ("\n" if self._started else "") + "\n".join(lines)
+        self._started = True
+        text = "\n" * self._newlines + text
+        kept = text.rstrip("\n")
+        self._newlines = len(text) - len(kept)
+        if kept:
+            self._write(kept)
 
 
 def fence(text: str, lang: str = "") -> str:

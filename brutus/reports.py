@@ -204,14 +204,21 @@ class CheckReport(_Model):
 
 class GcResult(_Model):
     """What a gc dropped (or, with ``dry_run``, would drop): the output text of parts pruned before
-    ``before`` (their metadata and token counts stay), and the storage it gave back after VACUUM.
+    ``before`` (their metadata and token counts stay), and what that freed.
 
     ``bytes_before`` / ``bytes_after``: on SQLite the database file plus its WAL after a checkpoint, on
-    PostgreSQL the whole database (``pg_database_size``). Both are None in a dry run.
+    PostgreSQL the whole database (``pg_database_size``). Both are None in a dry run. ``bytes_reclaimed``:
+    what they shrank by (never below 0), space given back to the operating system.
 
-    ``bytes_reusable`` (PostgreSQL; None on SQLite): what the dropped outputs took as stored (``pg_column_size``,
-    compressed, TOAST included; the rows' and chunks' headers not counted, so a lower bound), space VACUUM makes
-    reusable by new rows without returning it to the operating system.
+    ``bytes_reusable``: space freed inside the database for new rows, not given back. SQLite: what the file's
+    free list grew by (``PRAGMA freelist_count`` × page size; 0 after ``vacuum`` or on a file with
+    ``auto_vacuum = INCREMENTAL``, which give it back). PostgreSQL: what the dropped outputs took as stored
+    (``pg_column_size``, compressed, TOAST included; the rows' and chunks' headers not counted, so a lower
+    bound), space VACUUM makes reusable by new rows.
+
+    ``bytes_free`` (SQLite; None on PostgreSQL): the file's whole free list after gc, what later writes fill
+    before the file grows. ``vacuumed``: a VACUUM ran (SQLite: only when asked; PostgreSQL: always, FULL when
+    asked).
     """
 
     before: int
@@ -223,12 +230,13 @@ class GcResult(_Model):
     bytes_before: int | None = None
     bytes_after: int | None = None
     bytes_reusable: int | None = None
+    bytes_free: int | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def bytes_reclaimed(self) -> int | None:
-        """What the database's storage shrank by; on PostgreSQL never below 0 (VACUUM's maps can grow it)."""
+        """What the database's storage shrank by, never below 0 (PostgreSQL's VACUUM maps, SQLite's search index
+        delete markers can grow it a little)."""
         if self.bytes_before is None or self.bytes_after is None:
             return None
-        shrunk = self.bytes_before - self.bytes_after
-        return shrunk if self.bytes_reusable is None else max(0, shrunk)
+        return max(0, self.bytes_before - self.bytes_after)

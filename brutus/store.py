@@ -524,7 +524,7 @@ class SessionStore:
             if isinstance(action, HeldLocks):
                 return held_sessions(self.engine, action.session_ids)
             if isinstance(action, Vacuum):
-                return gc_ops.vacuum(self.engine)
+                return gc_ops.vacuum(self.engine, action.full, action.pages)
             assert isinstance(action, StorageBytes), action
             return gc_ops.storage_bytes(self.engine)
 
@@ -572,16 +572,20 @@ class SessionStore:
         )
         return drive_flow(flow, partial(self._act, None))
 
-    def gc(self, before: int, *, dry_run: bool = False) -> GcResult:
+    def gc(self, before: int, *, dry_run: bool = False, vacuum: bool = False) -> GcResult:
         """Drop the output text of parts pruned before ``before`` (epoch ms), keeping their tool state and token
-        counts, then VACUUM to give the space back (SQLite: outside any transaction; PostgreSQL: VACUUM
-        ANALYZE in autocommit). ``dry_run`` only counts. Not inside ``store.batch()``."""
+        counts, in chunks (time and extra disk follow what is dropped; ``brutus.db.gc_ops``). SQLite: the space
+        goes on the file's free list for later writes (``bytes_reusable``), or back to the system on a file
+        with ``auto_vacuum = INCREMENTAL``; PostgreSQL: VACUUM ANALYZE in autocommit. ``vacuum``: rewrite to
+        shrink (SQLite VACUUM, which needs free disk the size of the database; PostgreSQL VACUUM FULL of the
+        outputs). ``dry_run`` only counts. Not inside ``store.batch()``."""
         from .db.gc_ops import gc_flow
 
         if self._batch.get() is not None:
-            raise InvalidInput("gc cannot run inside store.batch(): VACUUM must run outside any transaction")
-        with self._indexer.paused() if self._indexer is not None else nullcontext():  # no snapshot held during VACUUM
-            return drive_flow(gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name), partial(self._act, None))
+            raise InvalidInput("gc cannot run inside store.batch(): it commits chunk by chunk, VACUUM outside any transaction")
+        flow = gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name, vacuum=vacuum)
+        with self._indexer.paused() if self._indexer is not None else nullcontext():  # no snapshot held during gc
+            return drive_flow(flow, partial(self._act, None))
 
     def check(self, *, repair: bool = False) -> CheckReport:
         """Check the integrity of the whole database (``brutus check``). A compaction marker left pending is a

@@ -206,6 +206,21 @@ def run_prune(store: SessionStore, session_id: str) -> None:
     say("pruned")
 
 
+GC_CHUNK_BYTES = 60_000  # one output of test_gc_crash's per chunk
+
+
+def run_gc(store: SessionStore, before: str, vacuum: str, pattern: str, nth: str) -> None:
+    """gc (``vacuum``: "1" for ``vacuum=True``) in chunks of one output, dying before the ``nth`` statement
+    matching ``pattern``; says "gc done" if that point never came."""
+    from brutus.db import gc_ops
+
+    gc_ops.CHUNK_BYTES = GC_CHUNK_BYTES
+    killer = StatementKiller(store.engine, pattern, int(nth))
+    killer.armed = True
+    store.gc(int(before), vacuum=vacuum == "1")
+    say("gc done")
+
+
 def main(argv: list[str]) -> None:
     url, tag, scenario, *args = argv
     if scenario == "steps":
@@ -218,6 +233,8 @@ def main(argv: list[str]) -> None:
         run_prune(store, *args)
     elif scenario == "compact":
         run_compact(store, *args)
+    elif scenario == "gc":
+        run_gc(store, *args)
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
     store.close()

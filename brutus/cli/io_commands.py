@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .options import db_option, json_option, open_store, print_json, write_output
+from .options import db_option, json_option, open_output, open_store, print_json
 
 
 def register(cli: click.Group) -> None:
@@ -125,20 +126,20 @@ def _print_reports(reports: list[Any]) -> None:
 def export(session_id: str, output: Path | None, db: str | None) -> None:
     """Export a session's whole history as OpenCode export JSON (`brutus import` reads it back), with its
     times and its sub-agent sessions (under "children", which OpenCode ignores)."""
-    from ..importers.export import dumps, export_opencode
+    from ..importers.export import write_export
 
     store = open_store(db, read_only=True)
     try:
-        exported = export_opencode(store, session_id := store.resolve_session(session_id))
+        session_id = store.resolve_session(session_id)
+        if output is None:
+            sys.stdout.flush()
+            write_export(store, session_id, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+            return
+        with open_output(output) as file:
+            exported = write_export(store, session_id, file)
     finally:
         store.close()
-    write_output(dumps(exported).encode("utf-8"), output)
-    if output is None:
-        return
-    children = _count_children(exported)
+    children = exported.children
     also = f", {children} child session{'' if children == 1 else 's'}" if children else ""
-    click.echo(f"exported {session_id} ({len(exported['messages'])} messages{also}) to {output}")
-
-
-def _count_children(exported: dict[str, Any]) -> int:
-    return sum(1 + _count_children(child) for child in exported.get("children", []))
+    click.echo(f"exported {session_id} ({exported.messages} messages{also}) to {output}")

@@ -174,18 +174,24 @@ def parse_before(value: str, *, now: datetime | None = None) -> int:
 @click.option("--before", "before", required=True, metavar="DATE",
               help="Parts pruned before this: 2025-01-31, 2025-01-31T12:00:00Z, now, or an age such as 30d.")
 @click.option("--dry-run", is_flag=True, help="Count what would be dropped, delete nothing, no VACUUM.")
+@click.option("--vacuum", is_flag=True,
+              help="Then rewrite the database to shrink its file (SQLite VACUUM: needs free disk the size of the "
+                   "database, and time to copy all of it; PostgreSQL: VACUUM FULL of the outputs).")
 @db_option
 @json_option
-def gc(before: str, dry_run: bool, db: str | None, as_json: bool) -> None:
-    """Drop the output text of parts pruned before DATE (their tool state, metadata and token counts stay),
-    then VACUUM (SQLite) / VACUUM ANALYZE (PostgreSQL) and report the bytes reclaimed."""
+def gc(before: str, dry_run: bool, vacuum: bool, db: str | None, as_json: bool) -> None:
+    """Drop the output text of parts pruned before DATE (their tool state, metadata and token counts stay), in
+    chunks: time and extra disk follow what is dropped. The space is reused by later writes (SQLite: the file's
+    free pages, given back to the system on a file with auto_vacuum=INCREMENTAL; PostgreSQL: VACUUM ANALYZE);
+    --vacuum rewrites the database to shrink it."""
     from .maintenance_output import print_gc, working
 
     moment = parse_before(before)
     store = open_store(db, create=False)
+    doing = "dropping pruned outputs" + (", then VACUUM (needs free disk the size of the database)" if vacuum else "")
     try:
-        with working("dropping pruned outputs and vacuuming" if not dry_run else "counting pruned outputs"):
-            result = store.gc(moment, dry_run=dry_run)
+        with working(doing if not dry_run else "counting pruned outputs"):
+            result = store.gc(moment, dry_run=dry_run, vacuum=vacuum)
     finally:
         store.close()
     if as_json:

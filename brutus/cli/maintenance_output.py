@@ -187,10 +187,14 @@ def print_gc(result: GcResult) -> None:
     out.print(f"dropped the output text of {result.parts:,} parts pruned before {moment} UTC "
               f"({result.tokens:,} tokens, {_bytes(result.output_bytes)} of text); metadata and token counts kept")
     reclaimed = result.bytes_reclaimed
-    if result.bytes_reusable is not None:  # PostgreSQL: VACUUM frees space for reuse, the files keep their size
+    if result.bytes_free is None:  # PostgreSQL: VACUUM frees space for reuse, a plain one keeps the files' size
         out.print(f"vacuumed: the database {_bytes(result.bytes_before)} → {_bytes(result.bytes_after)} "
                   f"({_bytes(reclaimed)} returned to the system); {_bytes(result.bytes_reusable)} of dropped "
                   "output (as stored) freed for reuse")
         return
-    out.print(f"vacuumed: the database {_bytes(result.bytes_before)} → {_bytes(result.bytes_after)} "
-              f"({_bytes(reclaimed)} reclaimed)")
+    done = "vacuumed" if result.vacuumed else "space"
+    out.print(f"{done}: the database {_bytes(result.bytes_before)} → {_bytes(result.bytes_after)} "
+              f"({_bytes(reclaimed)} returned to the system); {_bytes(result.bytes_reusable)} of pages freed "
+              f"inside the file for later writes ({_bytes(result.bytes_free)} free in all)")
+    if not result.vacuumed and result.bytes_free:
+        out.print("`brutus gc --vacuum` shrinks the file: it rewrites the database, needing free disk its size")

@@ -60,3 +60,16 @@ def write_output(data: bytes, output: Path | None) -> None:
         from ..errors import InvalidInput
 
         raise InvalidInput(f"cannot write {output}: {exc.strerror or exc}") from None
+
+
+def open_output(output: Path) -> Any:
+    """``output`` opened to write bytes as they come (a streamed export or transcript), never a file of a
+    database in use (``db.files``)."""
+    from ..db.files import refuse_database_file
+    from ..errors import InvalidInput
+
+    refuse_database_file(output, doing="write")
+    try:
+        return output.open("wb")
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {output}: {exc.strerror or exc}") from None

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from .options import db_option, json_option, open_store, print_json, write_output
+from .options import db_option, json_option, open_output, open_store, print_json, write_output
 
 
 def register(cli: click.Group) -> None:
@@ -105,20 +108,83 @@ def show(
     store = open_store(db, read_only=True)
     try:
         session_id = store.resolve_session(session_id)
-        history = store.messages(session_id) if full else store.filter_compacted(session_id)
+        if full:  # the whole history, chunk by chunk as it is read: memory holds one chunk
+            _show_full(store, session_id, markdown=markdown, as_json=as_json, full_text=full_text, output=output)
+            return
+        history = store.filter_compacted(session_id)
         session = store.get_session(session_id) if markdown else None
     finally:
         store.close()
     if markdown:
         from ..markdown import to_markdown
 
-        _write_text(to_markdown(history, session=session, pruned_text=full), output)
+        _write_text(to_markdown(history, session=session), output)
         if output is not None:
             click.echo(f"wrote {session_id} ({len(history)} messages) to {output}")
     elif as_json:
         print_json(history_json(history))
     else:
         print_history(history, full_text=full_text)
+
+
+def _show_full(store: Any, session_id: str, *, markdown: bool, as_json: bool, full_text: bool, output: Path | None) -> None:
+    """``show --full``: the history read in chunks in one read transaction (``history_ops.history_in_chunks``),
+    each printed or written as it comes; the same output as the whole history printed at once."""
+    from ..db.history_ops import consistent_reads, history_in_chunks
+    from .output import history_json, print_history
+
+    def read(on_chunk: Any, on_session: Any = None) -> int:
+        def op() -> Any:
+            yield from consistent_reads(store.engine.dialect.name)
+            return (yield from history_in_chunks(session_id, on_chunk, on_session=on_session))
+
+        return store._run(op(), write=False)
+
+    if not markdown and not as_json:
+        read(lambda entries: print_history(entries, full_text=full_text))
+        return
+    if as_json:  # print_json's list, an entry at a time
+        stream = _JsonList()
+        read(lambda entries: stream.items(history_json(entries)))
+        stream.close()
+        return
+    from ..markdown import MarkdownStream
+
+    sys.stdout.flush()
+    file = sys.stdout.buffer if output is None else open_output(output)
+    try:
+        writer = MarkdownStream(lambda text: file.write(text.encode("utf-8", "replace")), pruned_text=True)
+        count = read(writer.messages, writer.header)
+        writer.close()
+    finally:
+        file.flush()
+        if output is not None:
+            file.close()
+    if output is not None:
+        click.echo(f"wrote {session_id} ({count} messages) to {output}")
+
+
+class _JsonList:
+    """``print_json(list)`` echoed an item at a time: the text of ``json.dumps(items, indent=2,
+    ensure_ascii=False)`` and a newline. An item holding text UTF-8 cannot carry (a lone surrogate, which
+    made the whole print fail) is written with ``\\u`` escapes instead, which JSON readers read back the same."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def items(self, values: list[Any]) -> None:
+        for value in values:
+            text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                text = json.dumps(value, indent=2, ensure_ascii=True, default=str)
+            text = text.replace("\n", "\n  ")
+            click.echo(f"{',' if self.count else '['}\n  {text}", nl=False)
+            self.count += 1
+
+    def close(self) -> None:
+        click.echo("\n]" if self.count else "[]")
 
 
 def _write_text(text: str, output: Path | None) -> None:

@@ -6,17 +6,32 @@ transaction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy import text
+
 from ..errors import InvalidInput, NotFound
-from ..models import CompactionConfig, MessageWithParts, PruneResult
+from ..models import CompactionConfig, MessageWithParts, PruneResult, Session
 from ..pruning import PruneCandidate, plan_prune, prune_result
 from . import statements as st
 from .convert import build_history, message_from_row, part_from_row, reuse_history
-from .ops import check_id
+from .ops import check_id, get_session
 from .statements import Op, step
 
-__all__ = ["load_message", "load_messages", "mark_pruned", "prune_session"]
+__all__ = [
+    "HISTORY_CHUNK",
+    "consistent_reads",
+    "history_in_chunks",
+    "history_times",
+    "load_message",
+    "load_messages",
+    "mark_pruned",
+    "prune_session",
+]
+
+HISTORY_CHUNK = 200  # messages per read of a whole history in chunks (about 15 MB of Python objects in the corpus)
+_REPEATABLE_READ = text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
 # -- reads --------------------------------------------------------------------------------------------------
@@ -46,6 +61,49 @@ def load_messages(session_id: Any, *, filtered: bool, reuse: dict[str, Any] | No
     if reuse is not None:
         return reuse_history(message_rows, part_rows, tool_rows, reuse)
     return build_history(message_rows, part_rows, tool_rows)
+
+
+def consistent_reads(dialect: str) -> Op:
+    """The first step of a read transaction whose reads must all see one snapshot (a history read in chunks):
+    PostgreSQL's REPEATABLE READ; a SQLite read transaction sees one snapshot already."""
+    if dialect == "postgresql":
+        yield step(_REPEATABLE_READ)
+
+
+def history_in_chunks(
+    session_id: Any,
+    on_chunk: Callable[[list[MessageWithParts]], None],
+    *,
+    chunk: int | None = None,
+    on_session: Callable[[Session], None] | None = None,
+) -> Op:
+    """A session's whole history (``messages()``), handed to ``on_chunk`` ``chunk`` (``HISTORY_CHUNK``) messages at a time in seq
+    order, so a reader holds one chunk, not the history; the number of messages. Each chunk is two range scans
+    by seq (messages, then their parts with tool states and outputs). Run it in one transaction after
+    ``consistent_reads`` so the chunks agree; a missing session is ``NotFound``. ``on_session`` is given the
+    session first, as read in the same transaction."""
+    session = yield from get_session(session_id)
+    session_id, chunk = session.id, chunk or HISTORY_CHUNK
+    if on_session is not None:
+        on_session(session)
+    after, count = -1, 0
+    while True:
+        rows = yield step(st.messages_after(chunk), {"b_sid": session_id, "b_after": after}, fetch="raw")
+        if not rows:
+            return count
+        upto = rows[-1][2]  # the seq column
+        params = {"b_sid": session_id, "b_after": after, "b_upto": upto}
+        on_chunk(build_history(rows, (yield step(st.PARTS_BETWEEN, params, fetch="raw"))))
+        count += len(rows)
+        if len(rows) < chunk:
+            return count
+        after = upto
+
+
+def history_times(session_id: Any) -> Op:
+    """The latest creation and completion among a session's messages (None, None without messages)."""
+    row = yield step(st.HISTORY_TIMES, {"b_sid": check_id("session", session_id)}, fetch="first")
+    return row.created, row.completed
 
 
 def load_message(message_id: Any) -> Op:

@@ -300,6 +300,24 @@ PARTS_FROM = prebuilt(
     .join(M, M.c.id == P.c.message_id)
     .where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq"))
 )
+# a whole history in chunks (``history_ops.history_in_chunks``): the next messages after a seq, the parts of
+# the messages in a seq range, and the times of the whole history
+@cache
+def messages_after(limit: int) -> Executable:
+    query = select(*MESSAGE_COLUMNS).where(M.c.session_id == _b("sid"), M.c.seq > _b("after"))
+    return prebuilt(query.order_by(M.c.seq).limit(limit))
+
+
+PARTS_BETWEEN = prebuilt(
+    select_parts("all")
+    .join(M, M.c.id == P.c.message_id)
+    .where(M.c.session_id == _b("sid"), M.c.seq > _b("after"), M.c.seq <= _b("upto"))
+)
+HISTORY_TIMES = prebuilt(
+    select(func.max(M.c.created_at).label("created"), func.max(M.c.completed_at).label("completed")).where(
+        M.c.session_id == _b("sid")
+    )
+)
 PART_WITHOUT_OUTPUT = prebuilt(select_parts("none").where(P.c.id == _b("pid")))
 # the parts of a session marked pruned at one instant (the tool_states index on session_id, compacted_at)
 PARTS_PRUNED_AT = prebuilt(select_parts("none").where(T.c.session_id == _b("sid"), T.c.compacted_at == _b("now")))

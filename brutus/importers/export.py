@@ -18,12 +18,21 @@ Rules:
 - ``children``, an addition OpenCode ignores, holds the child sessions (sub-agents: ``parent_id`` this session),
   each an export of its own with its own ``children``, oldest first; left out when there are none, and with
   ``children=False``. ``brutus import`` writes them back as children of this session.
+- ``write_export`` streams the same bytes as ``dumps(export_opencode(...))`` to a binary file, the history
+  read ``HISTORY_CHUNK`` messages at a time (``history_ops.history_in_chunks``) and each entry written as
+  ``json.dumps`` would indent it in place, so memory holds one chunk, not the history; the whole export
+  (children included) is one read transaction, one snapshot. Text UTF-8 cannot carry (a lone surrogate)
+  switches the whole file to ``\\u`` escapes, as ``dumps`` does: met while streaming, the file is written
+  again from its start in the same transaction (stdout, which cannot go back, is streamed through a
+  temporary file).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import shutil
+import tempfile
+from typing import IO, Any, NamedTuple
 
 from ..models import Message, MessageWithParts, Part, Session
 from ..store import SessionStore
@@ -31,7 +40,7 @@ from .fields import JSON, merge
 from .opencode import NAMESPACE
 from .plan import history_times
 
-__all__ = ["dumps", "export_opencode"]
+__all__ = ["Exported", "dumps", "export_opencode", "write_export"]
 
 _PART_RENAMES = {"call_id": "callID", "tail_start_id": "tailStartID"}
 _PART_OWN = {"id", "session_id", "message_id"}
@@ -44,7 +53,7 @@ def export_opencode(store: SessionStore, session_id: str, *, children: bool = Tr
     history = store.messages(session_id)
     first_namespace = _split_metadata(history[0].info.metadata)[0] if history else {}
     exported: JSON = {
-        "info": _session_info(session, history, first_namespace.get("session")),
+        "info": _session_info(session, history_times(history), first_namespace.get("session")),
         "messages": [_entry(entry, session.id) for entry in history],
     }
     if children:
@@ -74,7 +83,7 @@ def _split_metadata(metadata: JSON | None) -> tuple[JSON, JSON | None]:
     return namespace, rest if rest or namespace.get("empty_metadata") else None
 
 
-def _session_info(session: Session, history: list[MessageWithParts], stash: JSON | None) -> JSON:
+def _session_info(session: Session, times: tuple[int | None, int | None], stash: JSON | None) -> JSON:
     info: JSON = {"id": session.id}
     if session.parent_id is not None:
         info["parentID"] = session.parent_id
@@ -82,7 +91,7 @@ def _session_info(session: Session, history: list[MessageWithParts], stash: JSON
         info["directory"] = session.directory
     if session.title is not None:
         info["title"] = session.title
-    created, updated = history_times(history)
+    created, updated = times
     if created is None or session.created_at <= created:
         created, updated = session.created_at, session.updated_at
     info["time"] = {"created": created, "updated": updated}
@@ -147,3 +156,108 @@ def _part(part: Part, session_id: str, message_id: str, extras: JSON | None) -> 
         data["state"].pop("time", None)
     data.update(id=part.id, sessionID=session_id, messageID=message_id)
     return merge(data, extras)
+
+
+# -- streaming ------------------------------------------------------------------------------------------------
+
+
+class _NeedsAscii(Exception):
+    """A text UTF-8 cannot carry: the export starts again with ``\\u`` escapes (see ``dumps``)."""
+
+
+class Exported(NamedTuple):
+    messages: int  # the session's own
+    children: int  # child sessions, theirs included
+
+
+def write_export(store: SessionStore, session_id: str, out: IO[bytes], *, children: bool = True) -> Exported:
+    """Write ``dumps(export_opencode(store, session_id, children=children))`` to the binary file ``out`` as it
+    reads the history (module docstring)."""
+    from ..db.history_ops import consistent_reads
+
+    seekable = out.seekable()
+    target = out if seekable else tempfile.TemporaryFile()
+    start = target.tell()
+
+    def op() -> Any:
+        yield from consistent_reads(store.engine.dialect.name)
+        for ascii_only in (False, True):
+            writer = _Writer(target, ascii_only)
+            try:
+                count = yield from _export_session(session_id, writer, "", children)
+            except _NeedsAscii:
+                target.seek(start)
+                target.truncate()
+                continue
+            writer.write("\n")
+            return Exported(count, writer.sessions - 1)
+        raise AssertionError("an export with ensure_ascii always encodes")
+
+    try:
+        count = store._run(op(), write=False)
+        if not seekable:
+            target.seek(start)
+            shutil.copyfileobj(target, out)
+        return count
+    finally:
+        if not seekable:
+            target.close()
+
+
+class _Writer:
+    def __init__(self, target: IO[bytes], ascii_only: bool) -> None:
+        self.target, self.ascii_only = target, ascii_only
+        self.sessions = 0
+
+    def write(self, text: str) -> None:
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _NeedsAscii from None
+        self.target.write(data)
+
+    def value(self, value: Any, indent: str) -> str:
+        """``value`` as ``json.dumps(..., indent=2)`` writes it nested ``indent`` deep."""
+        return json.dumps(value, ensure_ascii=self.ascii_only, indent=2).replace("\n", "\n" + indent)
+
+
+def _export_session(session_id: str, out: _Writer, indent: str, children: bool) -> Any:
+    """One session's export object (``export_opencode``), ``indent`` deep, its entries as they are read."""
+    from ..db import ops
+    from ..db.history_ops import history_in_chunks, history_times as latest_times
+
+    session = yield from ops.get_session(session_id)
+    out.sessions += 1
+    created, completed = yield from latest_times(session_id)
+    inner = indent + "  "
+    state = {"entries": 0}
+
+    def header(first: MessageWithParts | None) -> None:
+        times = (None, None) if first is None else (first.info.time.created, max(created, completed or 0))
+        stash = _split_metadata(first.info.metadata)[0].get("session") if first is not None else None
+        info = _session_info(session, times, stash)
+        out.write(f'{{\n{inner}"info": {out.value(info, inner)},\n{inner}"messages": [')
+
+    def on_chunk(entries: list[MessageWithParts]) -> None:
+        if not state["entries"]:
+            header(entries[0])
+        for entry in entries:
+            comma = "," if state["entries"] else ""
+            out.write(f"{comma}\n{inner}  {out.value(_entry(entry, session.id), inner + '  ')}")
+            state["entries"] += 1
+
+    count = yield from history_in_chunks(session_id, on_chunk)
+    if count:
+        out.write(f"\n{inner}]")
+    else:
+        header(None)
+        out.write("]")
+    if children:
+        found = yield from ops.list_sessions(parent_id=session_id, limit=None, include_archived=True)
+        for n, child in enumerate(sorted(found, key=lambda c: (c.created_at, c.id))):
+            out.write(f',\n{inner}"children": [\n{inner}  ' if n == 0 else f",\n{inner}  ")
+            yield from _export_session(child.id, out, inner + "  ", True)
+        if found:
+            out.write(f"\n{inner}]")
+    out.write(f"\n{indent}}}")
+    return count
