@@ -19,7 +19,6 @@ from typing import Any
 
 from sqlalchemy import column, text
 
-from .search_ops import index_pending
 from .sqlite_driver import prebuilt
 from .statements import Op, step
 
@@ -39,6 +38,7 @@ def settle_flow(dialect: str, *, messages: int | None) -> Generator[Any, Any, bo
     """Settle after a bulk write of ``messages`` messages (None: however many, the statistics are renewed),
     as a flow (``brutus.flows``); whether the statistics were renewed."""
     from ..flows import Tx
+    from .search_ops import index_pending  # imported when used: the store's import stays light
 
     yield Tx(index_pending(dialect))
     if dialect != "postgresql":
