@@ -240,10 +240,24 @@ def build_long(store: SessionStore, templates: list[Template], messages: int, ca
 # -- the cache ----------------------------------------------------------------------------------------------------
 
 
+def cached_corpus(cache: Path, workdir: Path) -> list[Template]:
+    """``load_corpus``, kept in ``cache`` (a pickle of the templates: the cache is keyed by the code and corpus)."""
+    import pickle
+
+    path = cache / "corpus.pickle"
+    if path.exists():
+        return pickle.loads(path.read_bytes())
+    templates = load_corpus(workdir)
+    cache.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(templates))
+    return templates
+
+
 def code_key() -> str:
-    """A hash of the code that writes the stores: ``brutus/``, ``migrations/`` and this file."""
+    """A hash of what the stores are made of: ``brutus/``, ``migrations/``, this file and the corpus."""
     digest = hashlib.sha256()
-    files = sorted([*(ROOT / "brutus").rglob("*.py"), *(ROOT / "migrations").rglob("*.py"), Path(__file__)])
+    files = sorted([*(ROOT / "brutus").rglob("*.py"), *(ROOT / "migrations").rglob("*.py"), Path(__file__),
+                    *corpus_files()])
     for path in files:
         digest.update(str(path.relative_to(ROOT)).encode())
         digest.update(path.read_bytes())
