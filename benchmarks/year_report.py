@@ -81,7 +81,8 @@ def report(section: Section, stores: list[Store], exports: dict[str, Any], words
                                                                     "RSS before MB", "output MB"])
     for backend, found in exports.items():
         for what, r in found.items():
-            peak = f"over the cap ({r['capped']:,} MB of address space)" if r.get("capped") else r["peak_kb"] / 1024
+            peak = (f"over the cap ({r['capped']:,} MB of address space)" if r.get("capped")
+                    else f"failed: {r['failed']}" if r.get("failed") else r["peak_kb"] / 1024)
             long.add("brutus export" if what == "export" else "messages()", BACKENDS[backend], r["seconds"], peak,
                      _mb(r["base_kb"] and r["base_kb"] * 1024), _mb(r.get("bytes")))
     section.tables.append(long)
@@ -123,8 +124,9 @@ def report(section: Section, stores: list[Store], exports: dict[str, Any], words
         for what, r in exports.get(backend, {}).items():
             label = "brutus export" if what == "export" else "messages()"
             capped = f" (stopped at the {r['capped']:,} MB cap: more)" if r.get("capped") else ""
+            value = r["capped"] if capped else None if r.get("failed") else r["peak_kb"] / 1024
             goals.append(Goal(f"{name}: {label} of {section.data['export_messages']:,} msgs, peak RSS{capped}",
-                              r["capped"] if capped else r["peak_kb"] / 1024, 150.0, " MB"))
+                              value, 150.0, " MB"))
     if "postgresql" in appended:
         goals.append(Goal("append_messages in 100-message calls, PostgreSQL time / SQLite time",
                           ratio(appended["sqlite"], appended["postgresql"]), 1.5))

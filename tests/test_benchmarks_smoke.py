@@ -61,6 +61,8 @@ def test_year_benchmark_runs_on_both_sizes_and_names_every_figure(tmp_path: Path
             assert 0.02 < figures["gc"]["dropped_share"] < 0.2 and figures["gc"]["parts"] > 0
         assert set(result["data"]["append_msg_s"]) == backends
         assert set(result["data"]["export"]) == backends
+        probes = [probe for found in result["data"]["export"].values() for probe in found.values()]
+        assert len(probes) == 2 * len(backends) and all(probe["peak_kb"] > 0 for probe in probes)
         texts = [goal["goal"] for goal in result["goals"]]
         assert sum("search" in text for text in texts) == 5 * len(backends)
         assert all(goal["met"] is not None for goal in result["goals"])
