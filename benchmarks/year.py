@@ -32,8 +32,8 @@ beside it), so the 50,000-message session is a 0.9 GB SQLite file; the export pr
 space capped (``--rss-cap``, 1,500 MB) and report "over the cap" rather than take the machine's memory.
 
 Time on two cores shared with other work: the first run at the default sizes (10,000 / 40,000 messages) about
-20 minutes, a rerun about 10 (PostgreSQL's builds, at 180-440 msg/s, and the export probes are most of
-it); ``--quick`` (300 / 1,200 messages, a 200-message session) about 30 seconds without its cache. The
+20 minutes, a rerun about 6 (PostgreSQL's builds, at 180-440 msg/s, and its first search are most of it);
+``--quick`` (300 / 1,200 messages, a 200-message session) under a minute without its cache. The
 issue's scale (``--messages 250000``: 250K / 1M messages, about 17,000 sessions) takes hours at these
 write rates (each build's msg/s is printed).
 
