@@ -1,9 +1,10 @@
-"""The benchmark suite runs: ``benchmarks/run.py --smoke --only append --no-peers`` exits 0 and writes valid
-JSON. Timings are never asserted; the peers' virtualenvs are not needed."""
+"""The benchmark suite runs: ``benchmarks/run.py --smoke --only append --no-peers`` and ``benchmarks/year.py
+--quick`` exit 0 and write valid JSON. Timings are never asserted; the peers' virtualenvs are not needed."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,3 +31,39 @@ def test_append_benchmark_runs_and_writes_json(tmp_path: Path) -> None:
     assert set(result["data"]["brutus_own_ms_per_turn"]) == {"batch", "call"}
     assert [goal["goal"] for goal in result["goals"]]  # every goal is reported, measured or not
     assert "brutus, 8 calls, a commit each" in done.stdout
+
+
+YEAR = RUN.parent / "year.py"
+
+
+@pytest.mark.slow
+def test_year_benchmark_runs_on_both_sizes_and_names_every_figure(tmp_path: Path) -> None:
+    """``benchmarks/year.py --quick`` (issue 32): every figure at the two sizes on each backend, with goals; a
+    second run finds the SQLite stores it built in the cache."""
+    url = os.environ.get("BRUTUS_TEST_POSTGRES_URL")
+    command = [sys.executable, str(YEAR), "--quick", "--cache", str(tmp_path / "cache"), "--results", str(tmp_path)]
+    for run in (1, 2):  # the second run on SQLite only: its stores come from the cache
+        backends = {"sqlite", "postgresql"} if url and run == 1 else {"sqlite"}
+        pg = ["--pg", url] if "postgresql" in backends else ["--no-pg"]
+        done = subprocess.run(command + pg, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        result = json.loads((tmp_path / "year.json").read_text())
+        assert result["benchmark"] == "year" and result["data"]["sizes"] == {"small": 300, "large": 1200}
+        stores = result["data"]["stores"]
+        assert {(s["backend"], s["size"]) for s in stores} == {(b, z) for b in backends for z in ("small", "large")}
+        for store in stores:
+            assert store["cached"] == (run == 2 and store["backend"] == "sqlite")
+            assert store["built"]["messages"] == (300 if store["size"] == "small" else 1200)
+            figures = store["figures"]
+            assert figures["view_messages"] == 200  # the long session's view: the compaction pair and its tail
+            assert 50 >= figures["search"]["common"]["hits"] >= max(1, figures["search"]["rare"]["hits"])
+            assert figures["disk"]["bytes"] > figures["disk"]["raw"] > 0
+            assert 0.02 < figures["gc"]["dropped_share"] < 0.2 and figures["gc"]["parts"] > 0
+        assert set(result["data"]["append_msg_s"]) == backends
+        assert set(result["data"]["export"]) == backends
+        probes = [probe for found in result["data"]["export"].values() for probe in found.values()]
+        assert len(probes) == 2 * len(backends) and all(probe["peak_kb"] > 0 for probe in probes)
+        texts = [goal["goal"] for goal in result["goals"]]
+        assert sum("search" in text for text in texts) == 5 * len(backends)
+        assert all(goal["met"] is not None for goal in result["goals"])
+        assert "year: sizes 300 / 1,200 messages" in done.stdout
