@@ -258,6 +258,8 @@ def run(cfg: Any, *, base: str | None = None, sizes: tuple[int, int, int] | None
     work = cfg.workdir(NAME)
     history = corpus_history()
     codes: dict[str, str | None] = {"new": None} if base is None else {"old": base, "new": None}
+    for stale in work.glob("bulk.db*"):  # a fresh store every run
+        stale.unlink()
     with pg_database(cfg.pg_url, "brutus_bench_bulk") as pg_url:
         urls = {"sqlite": f"sqlite:///{work / 'bulk.db'}", "postgresql": pg_url}
         fill_seconds = {backend: prefill(url, history, prefilled) for backend, url in urls.items()}
