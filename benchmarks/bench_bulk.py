@@ -12,7 +12,7 @@ each in turn for a round of calls, rounds in ABBA order (the order reversed ever
 neighbour hits all alike. A figure is messages per second over all rounds' calls.
 
     python benchmarks/bench_bulk.py [--prefill 100000] [--rounds 6] [--calls 5] [--base DIR]
-        [--postgres postgresql+psycopg://root@127.0.0.1:5432/test] [--tmp DIR]
+        [--postgres postgresql+psycopg://root@127.0.0.1:5432/test] [--tmp DIR] [--results DIR]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import asyncio
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -307,6 +308,7 @@ def main() -> int:
     parser.add_argument("--base", help="a directory holding another brutus (its brutus/ package) to compare with")
     parser.add_argument("--postgres", default=os.environ.get("BRUTUS_BENCH_POSTGRES_URL", "postgresql+psycopg://root@127.0.0.1:5432/test"))
     parser.add_argument("--tmp", type=Path, help="scratch directory (default: a new one under the system's)")
+    parser.add_argument("--results", type=Path, default=HERE / "results", help="where bulk.json goes")
     args = parser.parse_args()
     if args.command == "worker":
         use_code(args.code)
@@ -315,10 +317,15 @@ def main() -> int:
     from harness import Config, machine
 
     tmp = args.tmp or Path(tempfile.mkdtemp(prefix="brutus-bulk-"))
-    cfg = Config(mode="full", tmp=tmp, pg_url=args.postgres)
+    cfg = Config(mode="full", tmp=tmp, results=args.results, pg_url=args.postgres)
     print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
     base = os.path.abspath(args.base) if args.base else None
-    section = run(cfg, base=base, sizes=(args.prefill, args.rounds, args.calls))
+    try:
+        section = run(cfg, base=base, sizes=(args.prefill, args.rounds, args.calls))
+    finally:
+        shutil.rmtree(cfg.workdir(NAME))  # the SQLite store: 1.2 GB at 100,000 messages
+        if args.tmp is None:
+            tmp.rmdir()
     print(section.render())
     print(f"load average after: {os.getloadavg()[0]:.2f}; {machine()['time']}")
     print(f"-> {section.write(cfg)}")

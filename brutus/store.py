@@ -27,7 +27,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 
 from .db import edit_ops, history_ops, ops
 from .db.checkpoint import Checkpointer
-from .db.pg_bulk import BULK_INSERTS, one_statement
+from .db.pg_bulk import BULK_INSERTS, insert_rows
 from .db.settle_ops import BULK_MESSAGES
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction
@@ -85,8 +85,10 @@ def drive(connection: Any, op: Op) -> Any:
         current: Step = next(op)
         while True:
             statement, params = current.statement, current.params
-            if bulk and type(params) is list and params and statement in BULK_INSERTS:
-                statement, params = one_statement(statement, params)  # type: ignore[arg-type]
+            if bulk and type(params) is list and params and statement in BULK_INSERTS and current.fetch == "none":
+                insert_rows(connection, statement, params)  # type: ignore[arg-type]
+                current = op.send(None)
+                continue
             current = op.send(fetch(connection.execute(statement, params), current.fetch))
     except StopIteration as stop:
         return stop.value

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from integrity import dump
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from brutus import InvalidInput, SessionStore, make_engine
+from brutus.db import pg_bulk
 from test_append_messages import copy_session, fixed
 
 ODD = "nul\x00 lone\ud800 esc\ue000 quote\" back\\slash \\u0000 crlf\r\n tab\t 漢字"
@@ -30,7 +31,8 @@ def other(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Sessi
     store.close()
 
 
-def test_json_values_of_every_shape_are_stored_as_the_single_calls_store_them(store: SessionStore, other: SessionStore) -> None:
+def write_shapes(store: SessionStore) -> str:
+    """A session holding every shape in SHAPES, written by the single calls; its id."""
     fixed(store)
     session = store.create_session(id="ses_shapes")
     for n, shape in enumerate(SHAPES):
@@ -41,10 +43,34 @@ def test_json_values_of_every_shape_are_stored_as_the_single_calls_store_them(st
         store.append_part(reply.id, {"type": "tool", "id": f"prt_c{n:02d}", "call_id": ODD, "tool": "bash", "state": state})
         error = None if shape is None else {"name": "APIError", "data": {"v": shape}}
         store.finish_message(reply.id, finish="error" if error else "stop", cost=0.1 * n, error=error)
+    return session.id
 
-    returned = copy_session(store, other, session.id)
-    assert dump(other.engine, session.id) == dump(store.engine, session.id)
-    assert returned == other.messages(session.id) == store.messages(session.id)
+
+def test_json_values_of_every_shape_are_stored_as_the_single_calls_store_them(store: SessionStore, other: SessionStore) -> None:
+    session_id = write_shapes(store)
+    returned = copy_session(store, other, session_id)
+    assert dump(other.engine, session_id) == dump(store.engine, session_id)
+    assert returned == other.messages(session_id) == store.messages(session_id)
+
+
+@pytest.mark.parametrize("rows, chars", [(3, 10**9), (10**6, 50)], ids=["by rows", "by text"])
+def test_a_large_call_goes_in_chunks_and_stores_the_same(
+    backend: str,
+    store: SessionStore, other: SessionStore, monkeypatch: pytest.MonkeyPatch, rows: int, chars: int
+) -> None:
+    """On PostgreSQL a table's rows go in a chunk per statement past a number of rows or of characters of
+    text (so a whole imported history is never one parameter the server cannot allocate): the same rows."""
+    monkeypatch.setattr(pg_bulk, "CHUNK_ROWS", rows)
+    monkeypatch.setattr(pg_bulk, "CHUNK_CHARS", chars)
+    session_id = write_shapes(store)
+    sent: list[str] = []
+    listener = lambda conn, cursor, statement, *rest: sent.append(statement.split(" (")[0])  # noqa: E731
+    event.listen(other.engine, "before_cursor_execute", listener)
+    copy_session(store, other, session_id)
+    event.remove(other.engine, "before_cursor_execute", listener)
+    assert dump(other.engine, session_id) == dump(store.engine, session_id)
+    if backend == "postgresql":  # ten outputs of some 60 characters: by 3 rows, or one by one
+        assert sent.count("INSERT INTO tool_outputs") == (4 if rows == 3 else 10)
 
 
 def test_many_ids_in_one_call_a_taken_one_refused(store: SessionStore) -> None:

@@ -3,16 +3,18 @@
 ``append_messages`` hands each table's rows over as a list (an ``executemany``). psycopg pipelines those, but
 each row is still a statement of its own for the server to parse, plan and run (or a server-side prepared
 statement, which a transaction-pooling pooler cannot keep across transactions: issue 37), and SQLAlchemy
-processes every row's parameters in Python: 100 messages of real history (some 450 parts) cost 65 ms more on
-PostgreSQL than on SQLite. ``brutus.store.drive`` sends such a list instead as one ``INSERT … SELECT … FROM
-json_to_recordset(:b_rows)``: the rows travel as one JSON parameter, serialized by the C encoder, and the
-server reads them in one statement. A JSON column travels as its JSON text and is cast back to its type, so
-what is stored equals what the row-by-row insert stores. It is a plain INSERT: constraints, triggers and
-row-level security apply to every row (COPY FROM, as fast, refuses tables with row-level security).
+processes every row's parameters in Python: 100 messages of real history (some 700 rows) took 2.2-2.6x
+SQLite's time. ``brutus.store.drive`` sends such a list instead as ``INSERT … SELECT … FROM
+json_to_recordset(:b_rows)``, one statement per table (per chunk of a very large call): the rows travel as
+one JSON parameter, serialized by the C encoder, and the server reads them in one statement. A JSON column
+travels as its JSON text and is cast back to its type, so what is stored equals what the row-by-row insert
+stores. It is a plain INSERT: constraints, triggers and row-level security apply to every row (COPY FROM, as
+fast in a test of the same rows, refuses tables with row-level security).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -23,20 +25,38 @@ from sqlalchemy.sql.dml import Insert
 from ..codec import JSONText, dumps_json
 from .statements import INSERT_MESSAGE, INSERT_PART, INSERT_TOOL_OUTPUT, INSERT_TOOL_STATE
 
-__all__ = ["BULK_INSERTS", "one_statement"]
+__all__ = ["BULK_INSERTS", "insert_rows"]
 
 # The inserts whose rows go in as one statement on PostgreSQL; every row names the same columns.
 BULK_INSERTS: frozenset[Executable] = frozenset({INSERT_MESSAGE, INSERT_PART, INSERT_TOOL_STATE, INSERT_TOOL_OUTPUT})
+# One statement carries at most this many rows and about this many characters of text: a whole imported
+# history stays many modest parameters, never one the server cannot allocate (PostgreSQL's limit is 1 GB).
+CHUNK_ROWS = 2_000
+CHUNK_CHARS = 32 * 1024 * 1024
 
 
-def one_statement(statement: Insert, rows: list[dict[str, Any]]) -> tuple[Executable, dict[str, Any]]:
-    """The statement and parameters inserting ``rows`` (dicts naming the same columns) in one go."""
+def insert_rows(connection: Any, statement: Insert, rows: list[dict[str, Any]]) -> None:
+    """Insert ``rows`` (dicts naming the same columns) with ``statement``'s table on the SQLAlchemy
+    ``connection``, a chunk of rows per statement."""
     table = statement.table
     keys = tuple(rows[0])
     json_keys = [key for key in keys if isinstance(table.c[key].type, JSON)]
-    if json_keys:
-        rows = [_json_as_text(row, json_keys) for row in rows]
-    return _from_recordset(table, keys), {"b_rows": rows}
+    query = _from_recordset(table, keys)
+    for chunk in _chunks(rows):
+        if json_keys:
+            chunk = [_json_as_text(row, json_keys) for row in chunk]
+        connection.execute(query, {"b_rows": chunk})
+
+
+def _chunks(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    start, chars = 0, 0
+    for end, row in enumerate(rows):
+        size = sum(len(value) for value in row.values() if isinstance(value, str))
+        if end > start and (end - start >= CHUNK_ROWS or chars + size > CHUNK_CHARS):
+            yield rows[start:end]
+            start, chars = end, 0
+        chars += size
+    yield rows[start:]
 
 
 def _json_as_text(row: dict[str, Any], keys: list[str]) -> dict[str, Any]:
