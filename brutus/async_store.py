@@ -374,7 +374,9 @@ class AsyncSessionStore:
         self, session_id: str, messages: Sequence[MessageWithParts | dict[str, Any]]
     ) -> list[MessageWithParts]:
         """Append whole messages with their parts in one call and one transaction (see ``SessionStore``)."""
-        appended = await self._run(ops.append_messages(session_id, messages, now=self.clock()))
+        appended = await self._run(
+            ops.append_messages(session_id, messages, now=self.clock(), id_arrays=self.engine.dialect.name == "postgresql")
+        )
         if len(appended) >= BULK_MESSAGES:
             await self.settle(messages=len(appended))
         return appended

@@ -28,6 +28,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 from .db import edit_ops, history_ops, ops
 from .db.checkpoint import Checkpointer
 from .db.indexer import BATCH, Indexer
+from .db.pg_bulk import BULK_INSERTS, insert_rows
 from .db.search_ops import index_pending
 from .db.settle_ops import BULK_MESSAGES
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
@@ -79,11 +80,18 @@ def fetch(result: Any, how: str) -> Any:
 
 def drive(connection: Any, op: Op) -> Any:
     """Run ``op``'s steps on a SQLAlchemy ``Connection``, statement by statement; its return value. (The async
-    store runs it too, through ``AsyncConnection.run_sync``: the whole operation in one greenlet.)"""
+    store runs it too, through ``AsyncConnection.run_sync``: the whole operation in one greenlet.) The rows of
+    a bulk insert go in as one statement on PostgreSQL (``db/pg_bulk.py``)."""
+    bulk = connection.dialect.name == "postgresql"
     try:
         current: Step = next(op)
         while True:
-            current = op.send(fetch(connection.execute(current.statement, current.params), current.fetch))
+            statement, params = current.statement, current.params
+            if bulk and type(params) is list and params and statement in BULK_INSERTS and current.fetch == "none":
+                insert_rows(connection, statement, params)  # type: ignore[arg-type]
+                current = op.send(None)
+                continue
+            current = op.send(fetch(connection.execute(statement, params), current.fetch))
     except StopIteration as stop:
         return stop.value
     finally:
@@ -395,7 +403,9 @@ class SessionStore:
         each item is a ``MessageWithParts`` or a dict ``{"info": {...}, "parts": [...]}``. Ids given are kept,
         missing ones assigned; the session, seq and positions come from where the messages land. A call of
         ``BULK_MESSAGES`` (1,000) or more then ``settle``s (outside ``batch()``)."""
-        appended = self._run(ops.append_messages(session_id, messages, now=self.clock()))
+        appended = self._run(
+            ops.append_messages(session_id, messages, now=self.clock(), id_arrays=self.engine.dialect.name == "postgresql")
+        )
         if len(appended) >= BULK_MESSAGES:
             self.settle(messages=len(appended))
         return appended

@@ -67,3 +67,26 @@ def test_year_benchmark_runs_on_both_sizes_and_names_every_figure(tmp_path: Path
         assert sum("search" in text for text in texts) == 5 * len(backends)
         assert all(goal["met"] is not None for goal in result["goals"])
         assert "year: sizes 300 / 1,200 messages" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_bulk_benchmark_runs_and_writes_json(backend: str, tmp_path: Path) -> None:
+    """``benchmarks/bench_bulk.py`` at tiny sizes, SQLite and PostgreSQL, sync and async."""
+    import os
+
+    bulk = RUN.parent / "bench_bulk.py"
+    done = subprocess.run(
+        [sys.executable, str(bulk), "--prefill", "200", "--rounds", "2", "--calls", "1", "--results", str(tmp_path),
+         "--tmp", str(tmp_path / "scratch"), "--postgres", os.environ["BRUTUS_TEST_POSTGRES_URL"]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((tmp_path / "bulk.json").read_text())
+    figures = result["data"]["results"]
+    assert set(figures) == {f"{b} {m} new" for b in ("sqlite", "postgresql") for m in ("sync", "async")}
+    assert all(figure["msg_per_s"] > 0 and figure["calls"] == 2 for figure in figures.values())
+    assert len(result["goals"]) == 2 and "into a store of 200 messages" in done.stdout
+    assert not (tmp_path / "scratch" / "bulk").exists()  # the scratch store is gone

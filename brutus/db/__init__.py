@@ -17,7 +17,8 @@ How a call runs (``store.append_message(...)``, say), from the top:
                              compiled once), inside ``sqlite_driver.sqlite_transaction``: BEGIN IMMEDIATE for a
                              write, COMMIT, then the checkpoint thread is told (``checkpoint.py``); every
                              SQLite BEGIN / COMMIT / ROLLBACK is ``sqlite_begin`` / ``sqlite_end``
-   sync store, PostgreSQL    SQLAlchemy Core on a pooled connection, ``brutus.store.drive``
+   sync store, PostgreSQL    SQLAlchemy Core on a pooled connection, ``brutus.store.drive`` (a bulk insert's
+                             rows as one statement per table: ``pg_bulk.py``)
    async store, SQLite       the same ``SQLiteDriver`` and ``sqlite_transaction`` on a sqlite3 connection in a
                              thread of brutus's own, one trip per call, the event loop awaiting its result
                              (``async_sqlite.py``: the threads, kept between calls; aiosqlite is only the

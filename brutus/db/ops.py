@@ -323,12 +323,13 @@ def append_part(message_id: Any, part: Any, *, now: int) -> Op:
 # -- whole messages ---------------------------------------------------------------------------------------
 
 
-def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
+def append_messages(session_id: Any, items: Any, *, now: int, id_arrays: bool = False) -> Op:
     """Append whole messages, each with its parts, in one transaction and a handful of statements.
 
     Every message and part is checked as ``append_message`` / ``append_part`` / ``finish_message`` check
     them, all before the first write; the rows then go in with one ``executemany`` per table. Ids given are
-    checked free a chunk at a time, the last chunk by the statement that takes the seqs.
+    checked free a chunk at a time, the last chunk by the statement that takes the seqs; with ``id_arrays``
+    (PostgreSQL) all of them at once, by that statement, in one array parameter per kind.
     """
     session_id = check_id("session", session_id)
     if not isinstance(items, (list, tuple)):
@@ -391,22 +392,13 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
         if found is None:
             raise NotFound("session", session_id)
         return []
-    chunks = []
     for kind, ids in given.items():
         if len(set(ids)) != len(ids):
             raise InvalidInput(f"the same {kind} id is given twice")
-        chunks += [(kind, ids[start : start + st.TAKEN_IDS_CHUNK]) for start in range(0, len(ids), st.TAKEN_IDS_CHUNK)]
-    for kind, chunk in chunks[:-1]:
-        yield from _refuse_taken(kind, chunk)
-    kind, size, params = None, 0, {}
-    if chunks:  # the last chunk is checked by the UPDATE that takes the seqs: no row back if one is taken
-        kind, (size, params) = chunks[-1][0], _id_params(chunks[-1][1])
-    params.update(b_sid=session_id, b_count=len(messages), b_now=now)
-    row = yield step(st.next_seqs(kind, size), params, fetch="first")
-    if row is None:
-        if chunks:
-            yield from _refuse_taken(*chunks[-1])
-        raise NotFound("session", session_id)
+    if id_arrays and (given["message"] or given["part"]):
+        row = yield from _take_seqs_ids_free(session_id, given, len(messages), now)
+    else:
+        row = yield from _take_seqs(session_id, given, len(messages), now)
     first_seq = row.last_seq - len(messages) + 1
     for seq, values in enumerate(messages, start=first_seq):
         values["seq"] = seq
@@ -424,6 +416,44 @@ def append_messages(session_id: Any, items: Any, *, now: int) -> Op:
     for (message, _), values in zip(history, messages, strict=True):
         message.seq = values["seq"]  # the message is this call's own
     return [construct(MessageWithParts, {"info": message, "parts": own}) for message, own in history]
+
+
+def _take_seqs(session_id: str, given: dict[str, list[str]], count: int, now: int) -> Op:
+    """The session row after taking ``count`` seqs, once the ids given are found free, checked a chunk at a
+    time; ``InvalidInput`` naming an id that exists, ``NotFound`` for a missing session."""
+    chunks = [
+        (kind, ids[start : start + st.TAKEN_IDS_CHUNK])
+        for kind, ids in given.items()
+        for start in range(0, len(ids), st.TAKEN_IDS_CHUNK)
+    ]
+    for kind, chunk in chunks[:-1]:
+        yield from _refuse_taken(kind, chunk)
+    kind, size, params = None, 0, {}
+    if chunks:  # the last chunk is checked by the UPDATE that takes the seqs: no row back if one is taken
+        kind, (size, params) = chunks[-1][0], _id_params(chunks[-1][1])
+    params.update(b_sid=session_id, b_count=count, b_now=now)
+    row = yield step(st.next_seqs(kind, size), params, fetch="first")
+    if row is None:
+        if chunks:
+            yield from _refuse_taken(*chunks[-1])
+        raise NotFound("session", session_id)
+    return row
+
+
+def _take_seqs_ids_free(session_id: str, given: dict[str, list[str]], count: int, now: int) -> Op:
+    """``_take_seqs`` with every id given in one array parameter per kind: one statement takes the seqs if
+    none of them exists; only when it takes none do the arrays say which id exists."""
+    ids = {"b_message_ids": given["message"], "b_part_ids": given["part"]}
+    row = yield step(st.NEXT_SEQS_IDS_FREE, {**ids, "b_sid": session_id, "b_count": count, "b_now": now}, fetch="first")
+    if row is not None:
+        return row
+    for kind, kind_ids in given.items():
+        if kind_ids:
+            rows = yield step(st.TAKEN_IDS_ANY[kind], {f"b_{kind}_ids": kind_ids}, fetch="all")
+            if rows:
+                taken = {r.id for r in rows}
+                raise InvalidInput(f"{kind} {next(i for i in kind_ids if i in taken)} already exists")
+    raise NotFound("session", session_id)
 
 
 def _id_params(ids: list[str]) -> tuple[int, dict[str, str]]:

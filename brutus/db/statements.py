@@ -16,7 +16,7 @@ from collections.abc import Generator
 from functools import cache
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import and_, bindparam, delete, func, insert, literal_column, null, select, tuple_, update
+from sqlalchemy import ARRAY, String, and_, any_, bindparam, delete, func, insert, literal_column, null, select, tuple_, update
 from sqlalchemy.sql import Executable
 
 from .sqlite_driver import prebuilt
@@ -245,6 +245,21 @@ def next_seqs(kind: Literal["message", "part"] | None = None, count: int = 0) ->
     values = query.values(last_seq=S.c.last_seq + _b("count"), updated_at=_b("now"))
     return prebuilt(values.returning(S.c.last_seq))
 
+
+# PostgreSQL: every id given, whatever their number, in one array parameter per kind (``b_message_ids``,
+# ``b_part_ids``): one statement, no chunks, no statement text growing with the ids.
+def _taken_any(kind: Literal["message", "part"]) -> Any:
+    table = M if kind == "message" else P
+    return select(table.c.id).where(table.c.id == any_(bindparam(f"b_{kind}_ids", type_=ARRAY(String))))
+
+
+TAKEN_IDS_ANY = {kind: prebuilt(_taken_any(kind)) for kind in ("message", "part")}
+NEXT_SEQS_IDS_FREE = prebuilt(
+    update(S)
+    .where(S.c.id == _b("sid"), ~_taken_any("message").exists(), ~_taken_any("part").exists())
+    .values(last_seq=S.c.last_seq + _b("count"), updated_at=_b("now"))
+    .returning(S.c.last_seq)
+)
 
 INSERT_PART = prebuilt(insert(P))
 INSERT_TOOL_STATE = prebuilt(insert(T))
