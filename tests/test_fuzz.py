@@ -425,11 +425,13 @@ CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 def _constant(node: ast.expr) -> bool:
-    """A module constant (NAME or module.NAME), or SQLAlchemy's compiler rendering an element."""
+    """A module constant (NAME or module.NAME), an ``int(...)``, or SQLAlchemy's compiler rendering an element."""
     if isinstance(node, ast.Name):
         return bool(CONSTANT.fullmatch(node.id))
     if isinstance(node, ast.Attribute):
         return bool(CONSTANT.fullmatch(node.attr))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):  # int(x): a number carries no SQL
+        return node.func.id == "int" and len(node.args) == 1 and not node.keywords
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         return node.func.attr == "process" and isinstance(node.func.value, ast.Name) and node.func.value.id == "compiler"
     return False

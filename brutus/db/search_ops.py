@@ -72,7 +72,7 @@ _HAS_INDEX = {
 # (room for 2**21 documents of one millisecond; times before 1970 share bucket 0, after 2109 the last one)
 SLOT = 2**21
 NEWEST_BUCKET = 2**42 - 1
-_TEXT_TYPES = "('text', 'reasoning')"
+TEXT_TYPES = "('text', 'reasoning')"
 _BATCH_TABLE = prebuilt(
     text(
         "CREATE TEMP TABLE IF NOT EXISTS search_batch "
@@ -88,39 +88,34 @@ _BOUNDS = prebuilt(
         "FROM search_state s"
     ).columns(column("parts", Integer), column("tool_states", Integer), column("tool_outputs", Integer))
 )
-_BATCH_DOCUMENTS = (
+BATCH_DOCUMENTS = (
     f"SELECT id AS part_id, 0 AS kind FROM parts WHERE rowid > (SELECT parts_seen FROM search_state) "
-    f"AND rowid <= :b_parts AND type IN {_TEXT_TYPES} "
+    f"AND rowid <= :b_parts AND type IN {TEXT_TYPES} "
     "UNION ALL SELECT part_id, 1 FROM tool_states WHERE rowid > (SELECT tool_states_seen FROM search_state) "
     "AND rowid <= :b_tool_states "
     "UNION ALL SELECT part_id, 2 FROM tool_outputs WHERE rowid > (SELECT tool_outputs_seen FROM search_state) "
     "AND rowid <= :b_tool_outputs "
     "UNION ALL SELECT part_id, kind FROM search_stale"
 )
-_KEYLESS_DOCUMENTS = (
-    f"SELECT id AS part_id, 0 AS kind FROM parts WHERE type IN {_TEXT_TYPES} "
+KEYLESS_DOCUMENTS = (
+    f"SELECT id AS part_id, 0 AS kind FROM parts WHERE type IN {TEXT_TYPES} "
     "UNION ALL SELECT part_id, 1 FROM tool_states UNION ALL SELECT part_id, 2 FROM tool_outputs"
 )
 
 
-def _new_keys(documents: str) -> Any:
-    """The keys of ``documents`` that have none, into ``temp.search_batch``: the next free numbers of their
-    millisecond, in the order message id, position, then a call before its output (the search's, reversed)."""
-    return prebuilt(
-        text(
-            "INSERT INTO temp.search_batch (key, part_id, kind) "
-            f"SELECT base + coalesce((SELECT max(k.key) + 1 FROM search_keys k WHERE k.key >= base AND k.key < base + {SLOT})"
-            " - base, 0) + row_number() OVER (PARTITION BY base ORDER BY message_id, position, kind DESC) - 1, part_id, kind "
-            f"FROM (SELECT d.part_id, d.kind, p.message_id, p.position, min(max(m.created_at, 0), {NEWEST_BUCKET}) * {SLOT} AS base "
-            f"FROM ({documents}) AS d JOIN parts p ON p.id = d.part_id JOIN messages m ON m.id = p.message_id "
-            f"WHERE (d.kind != 0 OR p.type IN {_TEXT_TYPES}) "
-            "AND NOT EXISTS (SELECT 1 FROM search_keys k WHERE k.part_id = d.part_id AND k.kind = d.kind))"
-        )
-    )
-
-
-_KEY_BATCH = _new_keys(_BATCH_DOCUMENTS)
-_KEY_KEYLESS = _new_keys(_KEYLESS_DOCUMENTS)
+# the keys of the documents (``{documents}``) that have none, into ``temp.search_batch``: the next free numbers
+# of their millisecond, in the order message id, position, then a call before its output (the search's, reversed)
+NEW_KEYS = (
+    "INSERT INTO temp.search_batch (key, part_id, kind) "
+    f"SELECT base + coalesce((SELECT max(k.key) + 1 FROM search_keys k WHERE k.key >= base AND k.key < base + {SLOT})"
+    " - base, 0) + row_number() OVER (PARTITION BY base ORDER BY message_id, position, kind DESC) - 1, part_id, kind "
+    f"FROM (SELECT d.part_id, d.kind, p.message_id, p.position, min(max(m.created_at, 0), {NEWEST_BUCKET}) * {SLOT} AS base "
+    "FROM ({documents}) AS d JOIN parts p ON p.id = d.part_id JOIN messages m ON m.id = p.message_id "
+    f"WHERE (d.kind != 0 OR p.type IN {TEXT_TYPES}) "
+    "AND NOT EXISTS (SELECT 1 FROM search_keys k WHERE k.part_id = d.part_id AND k.kind = d.kind))"
+)
+_KEY_BATCH = prebuilt(text(NEW_KEYS.format(documents=BATCH_DOCUMENTS)))
+_KEY_KEYLESS = prebuilt(text(NEW_KEYS.format(documents=KEYLESS_DOCUMENTS)))
 _INDEX_BATCH = tuple(
     prebuilt(text(sql))
     for sql in (
@@ -137,35 +132,45 @@ _MARKS = prebuilt(
 )
 _OPTIMIZE = prebuilt(text("INSERT INTO search_index(search_index) VALUES ('optimize')"))
 
-# PostgreSQL: the state row held (index runs take turns), a snapshot, the vectors of the rows pending against
+# PostgreSQL: the state row held (one index run at a time; a run that finds another under way leaves the work
+# to it, never waits: a sync call waiting on an async store's run in the same thread would wait forever), a snapshot, the vectors of the rows pending against
 # the last snapshot upserted with their message's time, the new snapshot stored
-_PG_HOLD = prebuilt(text("SELECT 1 FROM search_state FOR UPDATE").columns(column("1")))
+_PG_HOLD = prebuilt(text("SELECT 1 FROM search_state FOR UPDATE SKIP LOCKED").columns(column("1")))
 _PG_SNAPSHOT = prebuilt(text("SELECT CAST(pg_current_snapshot() AS text) AS snapshot").columns(column("snapshot")))
 # (a row is pending when its transaction is not visible in the snapshot the last index run took)
-_PG_PENDING = (
-    "{row}.search_xid >= (SELECT pg_snapshot_xmin(indexed) FROM search_state) "
-    "AND NOT pg_visible_in_snapshot({row}.search_xid, (SELECT indexed FROM search_state))"
-)
-_PG_UPSERT = (
+# the vectors of each kind of document pending (its row's ``search_xid`` not visible in the snapshot the last
+# index run took), upserted with its message's time
+PG_UPSERT_TEXT = (
     "INSERT INTO search_vectors (part_id, kind, vector, created_at) "
-    "SELECT p.id, {kind}, coalesce(brutus_search_vector({document}), ''::tsvector), m.created_at FROM {source} "
+    "SELECT p.id, 0, coalesce(brutus_search_vector(p.data ->> 'text'), ''::tsvector), m.created_at FROM parts p "
+    "JOIN messages m ON m.id = p.message_id WHERE {pending} AND p.type IN ('text', 'reasoning') "
+    "ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector, created_at = excluded.created_at"
+)
+PG_UPSERT_CALL = (
+    "INSERT INTO search_vectors (part_id, kind, vector, created_at) "
+    "SELECT p.id, 1, coalesce(brutus_search_vector(t.tool || ' ' || coalesce(t.title, '') || ' ' || "
+    "coalesce(t.error, '') || ' ' || coalesce(brutus_json_strings(t.input), '')), ''::tsvector), m.created_at "
+    "FROM tool_states t JOIN parts p ON p.id = t.part_id "
     "JOIN messages m ON m.id = p.message_id WHERE {pending} "
     "ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector, created_at = excluded.created_at"
 )
-_PG_UPSERTS = tuple(
-    prebuilt(text(_PG_UPSERT.format(kind=kind, document=document, source=source, pending=_PG_PENDING.format(row=row) + scope)))
-    for kind, document, source, row, scope in (
-        (0, "p.data ->> 'text'", "parts p", "p", f" AND p.type IN {_TEXT_TYPES}"),
-        (
-            1,
-            "t.tool || ' ' || coalesce(t.title, '') || ' ' || coalesce(t.error, '') || ' ' || "
-            "coalesce(brutus_json_strings(t.input), '')",
-            "tool_states t JOIN parts p ON p.id = t.part_id",
-            "t",
-            "",
-        ),
-        (2, "o.output", "tool_outputs o JOIN parts p ON p.id = o.part_id", "o", ""),
-    )
+PG_UPSERT_OUTPUT = (
+    "INSERT INTO search_vectors (part_id, kind, vector, created_at) "
+    "SELECT p.id, 2, coalesce(brutus_search_vector(o.output), ''::tsvector), m.created_at "
+    "FROM tool_outputs o JOIN parts p ON p.id = o.part_id "
+    "JOIN messages m ON m.id = p.message_id WHERE {pending} "
+    "ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector, created_at = excluded.created_at"
+)
+PG_PENDING_PART = (
+    "p.search_xid >= (SELECT pg_snapshot_xmin(indexed) FROM search_state) "
+    "AND NOT pg_visible_in_snapshot(p.search_xid, (SELECT indexed FROM search_state))"
+)
+PG_PENDING_CALL = PG_PENDING_PART.replace("p.search_xid", "t.search_xid")
+PG_PENDING_OUTPUT = PG_PENDING_PART.replace("p.search_xid", "o.search_xid")
+_PG_UPSERTS = (
+    prebuilt(text(PG_UPSERT_TEXT.format(pending=PG_PENDING_PART))),
+    prebuilt(text(PG_UPSERT_CALL.format(pending=PG_PENDING_CALL))),
+    prebuilt(text(PG_UPSERT_OUTPUT.format(pending=PG_PENDING_OUTPUT))),
 )
 _PG_SETTLED = prebuilt(text("UPDATE search_state SET indexed = CAST(:b_snapshot AS pg_snapshot)"))
 
@@ -184,8 +189,8 @@ def index_pending(dialect: str, *, keyless: bool = False, batch: int | None = No
     which ``SessionStore(engine)`` allows). Returns whether anything was pending."""
     if (yield step(_HAS_INDEX[dialect], {}, fetch="first")) is None:
         return False
-    if dialect == "postgresql":
-        yield step(_PG_HOLD, {}, fetch="first")
+    if dialect == "postgresql" and (yield step(_PG_HOLD, {}, fetch="first")) is None:
+        return False  # another run is indexing: what it does not see stays pending for the next
     if not keyless and (yield step(_ANY_PENDING, {}, fetch="first")) is None:
         return False
     if dialect == "postgresql":
