@@ -20,7 +20,7 @@ from brutus.db.convert import text_out
 from brutus.db.tables import SEARCH_TEXT_LIMIT
 from brutus.importers import import_file
 from brutus.search import matches, query_words
-from tests.corpus_helpers import all_files
+from corpus_helpers import all_files
 
 T0 = 1_767_225_600_000
 VOCAB = ["otter", "heron", "common", "lynx", "moth"]

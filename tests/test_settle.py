@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, text
 from brutus import SessionStore
 from brutus.db.settle_ops import BULK_MESSAGES, TABLES
 from brutus.importers import import_file
-from tests.corpus_helpers import all_files
+from corpus_helpers import all_files
 
 
 @pytest.fixture

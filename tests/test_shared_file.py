@@ -22,7 +22,7 @@ import pytest
 from brutus import CompactionInProgress, InvalidInput, SessionStore
 from brutus.compaction.locks import compaction_lock, lock_file
 from brutus.importers import import_file
-from tests.cli_helpers import run
+from cli_helpers import run
 
 
 WORKER = Path(__file__).with_name("shared_file_worker.py")
