@@ -69,11 +69,12 @@ def test_a_read_only_store_has_no_indexer(store_url: str) -> None:
 
 
 def test_a_store_dropped_without_close_stops_its_indexer(store_url: str) -> None:
+    others = set(threading.enumerate())  # other tests' stores may still have theirs
     store = SessionStore.open(store_url)
     live_writes(store, 2)
     assert store._indexer is not None and store._indexer.wait_idle()
-    threads = [t for t in threading.enumerate() if t.name.startswith("brutus-indexer")]
-    assert threads
+    threads = [t for t in threading.enumerate() if t.name.startswith("brutus-indexer") and t not in others]
+    assert len(threads) == 1
     del store
     gc.collect()
     for thread in threads:
