@@ -16,7 +16,19 @@ from .options import DB_HELP
 __all__ = ["cli", "main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _ClosedPipe(Exception):
+    """A ``BrokenPipeError`` carried past click, whose own handler of a closed pipe exits 1."""
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:  # a command writing as it reads (show --full) meets it inside click
+            raise _ClosedPipe from exc
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version=__version__)
 @click.option("--db", "db", metavar="URL", default=None, help=f"{DB_HELP} Every command takes it too; its own wins.")
 def cli(db: str | None) -> None:
@@ -38,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         cli.main(args=argv, prog_name="brutus", standalone_mode=False)
-    except BrokenPipeError:
+    except (BrokenPipeError, _ClosedPipe):
         return _closed_pipe()
     except click.exceptions.Abort:
         click.echo("brutus: aborted", err=True)
