@@ -3,12 +3,9 @@ append rates, the long session's export, and each goal of issue 32 with its verd
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness import Goal, Section, Table, ratio
-
-if TYPE_CHECKING:
-    from year import Store
 
 LIMIT = 50  # hits per search, as in the issue
 MB = 1024 * 1024
@@ -16,7 +13,7 @@ BACKENDS = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
 SEARCH_GOAL = {"sqlite": 100.0, "postgresql": 250.0}  # ms at 1M messages
 
 
-def report(section: Section, stores: list[Store], exports: dict[str, Any], words: dict[str, str],
+def report(section: Section, stores: list[Any], exports: dict[str, Any], words: dict[str, str],
            shares: dict[str, list[Any]]) -> None:
     by = {(s.backend, s.size): s for s in stores}
     backends = sorted({s.backend for s in stores}, key=list(BACKENDS).index)

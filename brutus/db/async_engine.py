@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..extras import require
 from .engine import _CONFIGURED, engine_options, make_engine, normalize_url, sqlite_events
+from .files import track
 
 __all__ = ["make_async_engine", "sqlite_engine", "sync_url"]
 
@@ -61,6 +62,7 @@ def make_async_engine(url: str, *, create: bool = True, read_only: bool = False,
         twin = make_engine(sync_url(url), create=create, read_only=read_only, **kwargs)  # the store's connections
         _SQLITE_ENGINES[engine.sync_engine] = twin
     _CONFIGURED.add(engine.sync_engine)
+    track(engine.sync_engine)
     return engine
 
 

@@ -28,7 +28,7 @@ from sqlalchemy.exc import ArgumentError
 from .. import codec
 from ..errors import InvalidInput
 from ..extras import require
-from .files import check_sqlite_file
+from .files import check_sqlite_file, track
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -44,7 +44,6 @@ __all__ = [
     "is_brutus_engine",
     "make_engine",
     "normalize_url",
-    "open_sqlite_databases",
     "redact",
     "sqlite_events",
     "sqlite_pragmas",
@@ -125,13 +124,8 @@ def make_engine(url: str, *, create: bool = True, read_only: bool = False, **kwa
     if backend == "sqlite":
         sqlite_events(engine, read_only=read_only)
     _CONFIGURED.add(engine)
+    track(engine)
     return engine
-
-
-def open_sqlite_databases() -> list[str]:
-    """The database paths of the SQLite engines ``make_engine`` built that are still alive in this process
-    (sync and async: an async engine's ``sync_engine``)."""
-    return [e.url.database for e in list(_CONFIGURED) if e.dialect.name == "sqlite" and e.url.database]
 
 
 def is_brutus_engine(engine: Engine) -> bool:

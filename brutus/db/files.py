@@ -24,15 +24,28 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import InvalidInput, NoDatabase
 
-__all__ = ["SUFFIXES", "database_files", "check_sqlite_file", "refuse_database_file"]
+__all__ = ["SUFFIXES", "check_sqlite_file", "database_files", "open_sqlite_databases", "refuse_database_file", "track"]
 
 SUFFIXES = ("", "-wal", "-shm", "-journal")  # the database file and those SQLite keeps beside it
 _NOTADB = 26  # SQLITE_NOTADB: "file is not a database"
+_ENGINES: weakref.WeakSet = weakref.WeakSet()  # the engines brutus built, alive in this process
+
+
+def track(engine: object) -> None:
+    """Count ``engine`` (``make_engine``'s, or an async engine's ``sync_engine``) among the engines whose
+    SQLite files ``refuse_database_file`` protects, for as long as it lives."""
+    _ENGINES.add(engine)
+
+
+def open_sqlite_databases() -> list[str]:
+    """The database paths of the SQLite engines brutus built that are still alive in this process."""
+    return [e.url.database for e in list(_ENGINES) if e.dialect.name == "sqlite" and e.url.database]
 
 
 def check_sqlite_file(path: Path, *, create: bool) -> None:
@@ -84,8 +97,6 @@ def refuse_database_file(path: str | os.PathLike[str], *, doing: str, databases:
     """``InvalidInput`` when ``path`` is a file of a SQLite database open in this process (any engine
     ``make_engine`` built that is still alive) or of ``databases``. ``doing``: what brutus was about to do
     with it, for the message ("read", "write"). Stats only: nothing is opened."""
-    from .engine import open_sqlite_databases
-
     files = database_files([*open_sqlite_databases(), *databases])
     real = os.path.realpath(os.fspath(path))
     same = real in files
