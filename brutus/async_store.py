@@ -35,7 +35,7 @@ require("the async store", {"greenlet": "async", "aiosqlite": "async"})
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine  # noqa: E402
 
-from .db import edit_ops, history_ops, ops
+from .db import bulk_ops, edit_ops, history_ops, ops
 from .db.async_engine import make_async_engine, sqlite_engine, sync_url
 from .db.async_sqlite import SQLiteConnections, SQLiteThread
 from .db.checkpoint import Checkpointer
@@ -375,7 +375,7 @@ class AsyncSessionStore:
     ) -> list[MessageWithParts]:
         """Append whole messages with their parts in one call and one transaction (see ``SessionStore``)."""
         appended = await self._run(
-            ops.append_messages(session_id, messages, now=self.clock(), id_arrays=self.engine.dialect.name == "postgresql")
+            bulk_ops.append_messages(session_id, messages, now=self.clock(), id_arrays=self.engine.dialect.name == "postgresql")
         )
         if len(appended) >= BULK_MESSAGES:
             await self.settle(messages=len(appended))

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
-from .db import edit_ops, history_ops, ops
+from .db import bulk_ops, edit_ops, history_ops, ops
 from .db.checkpoint import Checkpointer
 from .db.indexer import BATCH, Indexer
 from .db.pg_bulk import BULK_INSERTS, insert_rows
@@ -404,7 +404,7 @@ class SessionStore:
         missing ones assigned; the session, seq and positions come from where the messages land. A call of
         ``BULK_MESSAGES`` (1,000) or more then ``settle``s (outside ``batch()``)."""
         appended = self._run(
-            ops.append_messages(session_id, messages, now=self.clock(), id_arrays=self.engine.dialect.name == "postgresql")
+            bulk_ops.append_messages(session_id, messages, now=self.clock(), id_arrays=self.engine.dialect.name == "postgresql")
         )
         if len(appended) >= BULK_MESSAGES:
             self.settle(messages=len(appended))

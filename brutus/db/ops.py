@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from ..codec import encode_json, encode_text
 from ..errors import InvalidInput, NotFound
 from ..ids import new_id
-from ..models import Message, MessageWithParts, Session, TokenCounts, ToolPart, ToolState, ToolTime
+from ..models import Message, Session, TokenCounts, ToolPart, ToolState, ToolTime
 from ..toolstate import check_transition
 from ..tokens import estimate_json_tokens, estimate_tokens
 from .convert import (
@@ -37,7 +37,6 @@ from .statements import Op, refresh_boundary, step
 __all__ = [
     "MESSAGE_FIELDS",
     "append_message",
-    "append_messages",
     "append_part",
     "check_id",
     "create_session",
@@ -45,7 +44,10 @@ __all__ = [
     "finish_message",
     "get_session",
     "list_sessions",
+    "message_values",
+    "tool_row",
     "update_tool",
+    "with_tool_times",
 ]
 
 _ID = re.compile(r"[A-Za-z0-9_\-.:]{1,64}")
@@ -163,7 +165,7 @@ def delete_session(session_id: Any) -> Op:
 # -- messages -----------------------------------------------------------------------------------------------
 
 
-def _message_values(session_id: str, role: str, fields: dict[str, Any], now: int) -> tuple[dict[str, Any], Message]:
+def message_values(session_id: str, role: str, fields: dict[str, Any], now: int) -> tuple[dict[str, Any], Message]:
     if not fields.keys() <= MESSAGE_FIELDS:
         raise InvalidInput(f"unknown message field(s): {', '.join(sorted(fields.keys() - MESSAGE_FIELDS))}")
     if role not in ("user", "assistant"):
@@ -229,7 +231,7 @@ def _cost(cost: Any) -> float:
 
 def append_message(session_id: Any, role: str, fields: dict[str, Any], *, now: int) -> Op:
     session_id = check_id("session", session_id)
-    values, message = _message_values(session_id, role, fields, now)
+    values, message = message_values(session_id, role, fields, now)
     if fields.get("id") is not None:
         taken = yield step(st.MESSAGE_ID, {"b_mid": values["id"]}, fetch="first")
         if taken is not None:
@@ -283,7 +285,7 @@ def append_part(message_id: Any, part: Any, *, now: int) -> Op:
     part = validate_part(part)
     part_id = check_id("part", part.id, new=True) if part.id is not None else new_id("part", now)
     data = part_data(part)
-    tool_values = _tool_values(part, now) if part.type == "tool" else None  # validates before estimating
+    tool_values = tool_row(part, now) if part.type == "tool" else None  # validates before estimating
     tokens = part_tokens(part)
     if part.id is not None:
         taken = yield step(st.PART_ID, {"b_pid": part_id}, fetch="first")
@@ -316,199 +318,18 @@ def append_part(message_id: Any, part: Any, *, now: int) -> Op:
         yield from refresh_boundary(session_id)
     place = {"id": part_id, "session_id": session_id, "message_id": message_id}
     if tool_values is not None:
-        place["state"] = _with_tool_times(part.state, tool_values)
+        place["state"] = with_tool_times(part.state, tool_values)
     return replaced(part, place)  # a copy: the caller's own model is never changed
 
 
-# -- whole messages ---------------------------------------------------------------------------------------
-
-
-def append_messages(session_id: Any, items: Any, *, now: int, id_arrays: bool = False) -> Op:
-    """Append whole messages, each with its parts, in one transaction and a handful of statements.
-
-    Every message and part is checked as ``append_message`` / ``append_part`` / ``finish_message`` check
-    them, all before the first write; the rows then go in with one ``executemany`` per table. Ids given are
-    checked free a chunk at a time, the last chunk by the statement that takes the seqs; with ``id_arrays``
-    (PostgreSQL) all of them at once, by that statement, in one array parameter per kind.
-    """
-    session_id = check_id("session", session_id)
-    if not isinstance(items, (list, tuple)):
-        raise InvalidInput(
-            f"messages must be a list of MessageWithParts (or dicts of that shape), got {type(items).__name__}"
-        )
-    messages: list[dict[str, Any]] = []
-    parts: list[dict[str, Any]] = []
-    tool_states: list[dict[str, Any]] = []
-    outputs: list[dict[str, Any]] = []
-    history: list[tuple[Message, list[Any]]] = []
-    given: dict[str, list[str]] = {"message": [], "part": []}
-    refresh = False
-    for index, item in enumerate(items):
-        role, fields, item_parts = _unpack_item(index, item)
-        values, message = _message_values(session_id, role, fields, now)
-        message_id = values["id"]
-        if fields.get("id") is not None:
-            given["message"].append(message_id)
-        refresh = refresh or (values["summary"] and values["finish"] is not None)
-        own = []
-        for position, part in enumerate(item_parts, start=1):
-            part = validate_part(part)
-            if part.id is None:
-                part_id = new_id("part", now)
-            else:
-                part_id = check_id("part", part.id, new=True)
-                given["part"].append(part_id)
-            place = {"id": part_id, "session_id": session_id, "message_id": message_id}
-            if part.type == "tool":
-                tool_values = _tool_values(part, now)
-                output = tool_values.pop("output")
-                tool_states.append(dict(tool_values, part_id=part_id, session_id=session_id))
-                if output is not None:
-                    outputs.append({"part_id": part_id, "output": output})
-                place["state"] = _with_tool_times(part.state, tool_values)
-            elif part.type == "compaction":
-                refresh = True
-            tokens = part_tokens(part)
-            values["token_estimate"] += tokens
-            parts.append(
-                {
-                    "id": part_id,
-                    "session_id": session_id,
-                    "message_id": message_id,
-                    "position": position,
-                    "type": part.type,
-                    "data": part_data(part),
-                    "tokens": tokens,
-                    "created_at": now,
-                    "updated_at": now,
-                }
-            )
-            own.append(replaced(part, place))  # a copy: the caller's own model is never changed
-        values["part_count"] = len(own)
-        messages.append(values)
-        history.append((message, own))
-    if not messages:
-        found = yield step(st.SESSION_ID, {"b_sid": session_id}, fetch="first")
-        if found is None:
-            raise NotFound("session", session_id)
-        return []
-    for kind, ids in given.items():
-        if len(set(ids)) != len(ids):
-            raise InvalidInput(f"the same {kind} id is given twice")
-    if id_arrays and (given["message"] or given["part"]):
-        row = yield from _take_seqs_ids_free(session_id, given, len(messages), now)
-    else:
-        row = yield from _take_seqs(session_id, given, len(messages), now)
-    first_seq = row.last_seq - len(messages) + 1
-    for seq, values in enumerate(messages, start=first_seq):
-        values["seq"] = seq
-    inserts = (
-        (st.INSERT_MESSAGE, messages),
-        (st.INSERT_PART, parts),
-        (st.INSERT_TOOL_STATE, tool_states),
-        (st.INSERT_TOOL_OUTPUT, outputs),
-    )
-    for statement, rows in inserts:
-        if rows:  # an empty list would run the statement once, with no parameters
-            yield step(statement, rows)
-    if refresh:
-        yield from refresh_boundary(session_id)
-    for (message, _), values in zip(history, messages, strict=True):
-        message.seq = values["seq"]  # the message is this call's own
-    return [construct(MessageWithParts, {"info": message, "parts": own}) for message, own in history]
-
-
-def _take_seqs(session_id: str, given: dict[str, list[str]], count: int, now: int) -> Op:
-    """The session row after taking ``count`` seqs, once the ids given are found free, checked a chunk at a
-    time; ``InvalidInput`` naming an id that exists, ``NotFound`` for a missing session."""
-    chunks = [
-        (kind, ids[start : start + st.TAKEN_IDS_CHUNK])
-        for kind, ids in given.items()
-        for start in range(0, len(ids), st.TAKEN_IDS_CHUNK)
-    ]
-    for kind, chunk in chunks[:-1]:
-        yield from _refuse_taken(kind, chunk)
-    kind, size, params = None, 0, {}
-    if chunks:  # the last chunk is checked by the UPDATE that takes the seqs: no row back if one is taken
-        kind, (size, params) = chunks[-1][0], _id_params(chunks[-1][1])
-    params.update(b_sid=session_id, b_count=count, b_now=now)
-    row = yield step(st.next_seqs(kind, size), params, fetch="first")
-    if row is None:
-        if chunks:
-            yield from _refuse_taken(*chunks[-1])
-        raise NotFound("session", session_id)
-    return row
-
-
-def _take_seqs_ids_free(session_id: str, given: dict[str, list[str]], count: int, now: int) -> Op:
-    """``_take_seqs`` with every id given in one array parameter per kind: one statement takes the seqs if
-    none of them exists; only when it takes none do the arrays say which id exists."""
-    ids = {"b_message_ids": given["message"], "b_part_ids": given["part"]}
-    row = yield step(st.NEXT_SEQS_IDS_FREE, {**ids, "b_sid": session_id, "b_count": count, "b_now": now}, fetch="first")
-    if row is not None:
-        return row
-    for kind, kind_ids in given.items():
-        if kind_ids:
-            rows = yield step(st.TAKEN_IDS_ANY[kind], {f"b_{kind}_ids": kind_ids}, fetch="all")
-            if rows:
-                taken = {r.id for r in rows}
-                raise InvalidInput(f"{kind} {next(i for i in kind_ids if i in taken)} already exists")
-    raise NotFound("session", session_id)
-
-
-def _id_params(ids: list[str]) -> tuple[int, dict[str, str]]:
-    """The parameters ``b_id0`` … of ``ids``, padded to a power of two (with the first id), and their count."""
-    size = 1 << (len(ids) - 1).bit_length()
-    return size, {f"b_id{i}": v for i, v in enumerate(ids + ids[:1] * (size - len(ids)))}
-
-
-def _refuse_taken(kind: str, ids: list[str]) -> Op:
-    """``InvalidInput`` naming the first of ``ids`` (a chunk) that exists already."""
-    size, params = _id_params(ids)
-    rows = yield step(st.taken_ids(kind, size), params, fetch="all")  # type: ignore[arg-type]
-    if rows:
-        taken = {row.id for row in rows}
-        raise InvalidInput(f"{kind} {next(i for i in ids if i in taken)} already exists")
-
-
-def _unpack_item(index: int, item: Any) -> tuple[str, dict[str, Any], list[Any]]:
-    """The role, the ``append_message`` fields and the parts of one ``append_messages`` item."""
-    if isinstance(item, MessageWithParts):
-        info = item.info
-        fields = {name: getattr(info, name) for name in _INFO_FIELDS}
-        fields["created_at"], fields["completed_at"] = info.time.created, info.time.completed
-        return info.role, fields, list(item.parts)
-    if not isinstance(item, dict) or not isinstance(item.get("info"), (dict, Message)):
-        raise InvalidInput(f"message {index}: expected a MessageWithParts or a dict with 'info' and 'parts'")
-    unknown = set(item) - {"info", "parts"}
-    if unknown:
-        raise InvalidInput(f"message {index}: unknown key(s): {', '.join(sorted(unknown))}")
-    item_parts = item.get("parts") or []
-    if not isinstance(item_parts, (list, tuple)):
-        raise InvalidInput(f"message {index}: parts must be a list, got {type(item_parts).__name__}")
-    info = item["info"]
-    if isinstance(info, Message):
-        return _unpack_item(index, MessageWithParts.model_construct(info=info, parts=list(item_parts)))
-    fields = {k: v for k, v in info.items() if k not in ("role", "session_id", "seq", "time")}
-    time = info.get("time")
-    if time is not None:
-        if not isinstance(time, dict) or set(time) - {"created", "completed"}:
-            raise InvalidInput(f"message {index}: time must be {{'created': ms, 'completed': ms}}")
-        fields["created_at"], fields["completed_at"] = time.get("created"), time.get("completed")
-    return info.get("role"), fields, list(item_parts)
-
-
-_INFO_FIELDS = tuple(sorted(MESSAGE_FIELDS - {"created_at", "completed_at"}))
-
-
-def _with_tool_times(state: ToolState, values: dict[str, Any]) -> ToolState:
-    """``state`` as stored: the start and end times ``_tool_values`` filled in (a copy if they changed)."""
+def with_tool_times(state: ToolState, values: dict[str, Any]) -> ToolState:
+    """``state`` as stored: the start and end times ``tool_row`` filled in (a copy if they changed)."""
     if (state.time.start, state.time.end) == (values["started_at"], values["ended_at"]):
         return state
     return replaced(state, {"time": replaced(state.time, {"start": values["started_at"], "end": values["ended_at"]})})
 
 
-def _tool_values(part: ToolPart, now: int) -> dict[str, Any]:
+def tool_row(part: ToolPart, now: int) -> dict[str, Any]:
     state = part.state
     if state.status != "completed" and state.output is not None:
         raise InvalidInput(f"a {state.status} tool part has no output yet: only a completed tool has one")
