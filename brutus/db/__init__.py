@@ -4,7 +4,7 @@ How a call runs (``store.append_message(...)``, say), from the top:
 
 1. The store method (``brutus.store.SessionStore`` / ``brutus.async_store.AsyncSessionStore``) checks nothing
    itself: it builds an **operation** and hands it to its runner (``_run``).
-2. An operation (``ops.py``, ``history_ops.py``, ``compaction_ops.py``, ``edit_ops.py``, ``search_ops.py``,
+2. An operation (``ops.py``, ``bulk_ops.py``, ``history_ops.py``, ``compaction_ops.py``, ``edit_ops.py``, ``search_ops.py``,
    ``stats_ops.py``, ``check_ops.py``, ``gc_ops.py``) is a generator: it validates its input, yields
    ``Step(statement, params, fetch)`` for each SQL statement (``statements.py`` builds them once, at import)
    and receives the rows, and returns the result model. It never sees a connection, so the same generator
