@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from ..codec import ESC, JSONText, decode_text, encode_json, encode_text, loads_json
+from ..codec import ESC, JSONText, decode_text, encode_json, encode_text, loads_json, unpack
 from ..errors import InvalidInput
 from ..models import (
     PART_TYPES,
@@ -98,8 +98,11 @@ def text_in(value: str | None) -> str | None:
     return None if value is None else encode_text(value)
 
 
-def text_out(value: str | None) -> str | None:
-    return None if value is None else decode_text(value)
+def text_out(value: str | bytes | None) -> str | None:
+    """The text of a stored value (a packed one, read as bytes on SQLite, unpacked)."""
+    if value is None:
+        return None
+    return decode_text(unpack(value) if type(value) is bytes else value)
 
 
 def validate_part(part: Any) -> Part:
@@ -264,8 +267,11 @@ def _loads_many(texts: list[str]) -> list[Any]:
 
 
 def _json_column(rows: list[Any], index: int) -> list[Any]:
-    """Column ``index`` of ``rows`` with its JSON texts decoded (SQLAlchemy rows come decoded already)."""
+    """Column ``index`` of ``rows`` with its JSON texts decoded (SQLAlchemy rows come decoded already; packed
+    values, bytes, are unpacked first)."""
     values = [row[index] for row in rows]
+    if bytes in map(type, values):
+        values = [unpack(value) if type(value) is bytes else value for value in values]
     texts = [value for value in values if type(value) is str]
     if not texts:
         return values
@@ -340,6 +346,8 @@ def _tool_states(rows: list[Any], at: int) -> dict[str, ToolState]:
     states = {}
     for row, tool_input, tool_meta in zip(rows, _json_column(rows, at + 3), _json_column(rows, at + 5)):
         title, error, output = row[at + 4], row[at + 6], row[at + 10]
+        if type(output) is bytes:
+            output = unpack(output)
         states[row[0]] = _make_state(
             {
                 "status": row[at + 2],

@@ -2,8 +2,11 @@
 
 SQLAlchemy Core costs ~50 µs per statement on top of sqlite3's ~10 µs, and an agent step is ~25 statements.
 brutus's operations are built from statement objects created once at import (``prebuilt``); for those, the
-SQL text, the order of the positional parameters, the JSON parameters to serialize and the JSON / boolean
-result columns to convert are worked out once per (statement, parameter keys) and cached. Statements built
+SQL text, the order of the positional parameters, the JSON parameters to serialize, the values to pack and the
+JSON / boolean result columns to convert are worked out once per (statement, parameter keys) and cached.
+Packing (``codec.pack``, migration 0009): a parameter bound to a packed column (``tables.PACKED_TYPES``) is
+compressed when large, and the parameter of the same name plus ``_size`` gets its size (an INSERT of such a
+column writes its size column too; an UPDATE names it, as ``UPDATE_TOOL_STATE`` does). Statements built
 per call are compiled per call (still correct, just not cached). Expanding ``IN`` parameters are not
 supported here: operations use ``executemany`` instead.
 
@@ -17,11 +20,12 @@ from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import JSON, Boolean
+from sqlalchemy import JSON, Boolean, Insert
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Executable
 
-from ..codec import JSONText, dumps_json, loads_json
+from ..codec import JSONText, dumps_json, loads_json, pack
+from .tables import PACKED_TYPES
 
 __all__ = ["SQLiteDriver", "prebuilt", "sqlite_begin", "sqlite_end", "sqlite_transaction"]
 
@@ -89,21 +93,38 @@ def _one_arg(name: str) -> Callable[[dict[str, Any]], tuple[Any]]:
     return args
 
 
+def _size_keys(statement: Executable, keys: Sequence[str]) -> list[str]:
+    """The size columns an INSERT of ``keys`` writes beside its packed columns."""
+    if not isinstance(statement, Insert):
+        return []
+    columns = statement.table.c
+    return [
+        f"{key}_size"
+        for key in keys
+        if key in columns and isinstance(columns[key].type, PACKED_TYPES)
+        and f"{key}_size" in columns and f"{key}_size" not in keys
+    ]
+
+
 class _Plan:
     __slots__ = (
-        "_bool_at", "_json_at", "_values", "args", "converters", "defaults", "json_params", "names", "row_type", "sql"
+        "_bool_at", "_json_at", "_pack_at", "_values", "args", "converters", "defaults", "json_params", "names",
+        "row_type", "sql",
     )
 
     def __init__(self, statement: Executable, dialect: Dialect, keys: Sequence[str]) -> None:
-        compiled = statement.compile(dialect=dialect, column_keys=list(keys))
+        sizes = _size_keys(statement, keys)
+        compiled = statement.compile(dialect=dialect, column_keys=[*keys, *sizes])
         self.sql: str = compiled.string
         self.names: list[str] = list(compiled.positiontup or ())
-        self.defaults: dict[str, Any] = {}
+        self.defaults: dict[str, Any] = dict.fromkeys(sizes)
         self.json_params: set[str] = set()
-        bools = set()
+        bools, packed = set(), set()
         for bind, name in compiled.bind_names.items():
             if getattr(bind, "expanding", False):
                 raise ValueError("expanding IN parameters are not supported by the SQLite driver")
+            if isinstance(bind.type, PACKED_TYPES):
+                packed.add(name)
             if isinstance(bind.type, JSON):
                 self.json_params.add(name)
             elif isinstance(bind.type, Boolean):
@@ -123,7 +144,9 @@ class _Plan:
         self._values = itemgetter(*self.names) if len(self.names) > 1 else _one_arg(self.names[0]) if self.names else _no_args
         self._json_at = tuple(index for index, name in enumerate(self.names) if name in self.json_params)
         self._bool_at = tuple(index for index, name in enumerate(self.names) if name in bools)
-        converted = self.defaults or self._json_at or self._bool_at
+        at = {name: index for index, name in enumerate(self.names)}
+        self._pack_at = tuple((at[name], at[f"{name}_size"]) for name in packed if f"{name}_size" in at)
+        converted = self.defaults or self._json_at or self._bool_at or self._pack_at
         self.args = self._converted_args if converted else self._values
 
     def _converted_args(self, params: dict[str, Any] | None) -> list[Any]:
@@ -139,6 +162,10 @@ class _Plan:
         for index in self._bool_at:
             if args[index] is not None:
                 args[index] = int(args[index])
+        for index, size_at in self._pack_at:
+            value = args[index]
+            if value is not None:
+                args[index], args[size_at] = pack(value)
         return args
 
     def rows(self, cursor: Any, raw: list[tuple[Any, ...]]) -> list[Any]:

@@ -45,6 +45,7 @@ __all__ = [
     "SEARCH_OBJECTS",
     "SEARCH_TEXT_LIMIT",
     "MessageRow",
+    "PACKED_TYPES",
     "PRUNED_PARTS_VIEW",
     "PartRow",
     "SessionRow",
@@ -65,6 +66,15 @@ NAMING_CONVENTION = {
 
 # none_as_null: Python None is SQL NULL (not the JSON text 'null'), so "error IS NULL" means no error.
 JSONType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+
+
+class PackedJSON(JSON):
+    """A JSON column whose large values SQLite stores packed (``codec.pack``: zlib, the UTF-8 size in the column
+    ``<name>_size`` beside it; 0009). brutus's SQLite driver packs on write; every reader unpacks bytes."""
+
+
+PackedJSONType = PackedJSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+PACKED_TYPES = (PackedJSON,)
 ID = String(64)
 
 
@@ -129,9 +139,10 @@ class MessageRow(Base):
     tokens_cache_write: Mapped[int] = mapped_column(BigInteger, default=0)
     part_count: Mapped[int] = mapped_column(Integer, default=0)
     token_estimate: Mapped[int] = mapped_column(BigInteger, default=0)
-    meta: Mapped[Any | None] = mapped_column("metadata", JSONType)
+    meta: Mapped[Any | None] = mapped_column("metadata", PackedJSONType)
     created_at: Mapped[int] = mapped_column(BigInteger)
     completed_at: Mapped[int | None] = mapped_column(BigInteger)
+    metadata_size: Mapped[int | None] = mapped_column(Integer)  # SQLite: the size of a packed metadata (0009)
 
 
 class PartRow(Base):
@@ -166,11 +177,12 @@ class ToolStateRow(Base):
     input: Mapped[Any] = mapped_column(JSONType)
     output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     title: Mapped[str | None] = mapped_column(Text)
-    meta: Mapped[Any | None] = mapped_column("metadata", JSONType)
+    meta: Mapped[Any | None] = mapped_column("metadata", PackedJSONType)
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[int | None] = mapped_column(BigInteger)
     ended_at: Mapped[int | None] = mapped_column(BigInteger)
     compacted_at: Mapped[int | None] = mapped_column(BigInteger)
+    metadata_size: Mapped[int | None] = mapped_column(Integer)  # SQLite: the size of a packed metadata (0009)
 
 
 class ToolOutputRow(Base):
