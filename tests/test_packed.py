@@ -130,3 +130,57 @@ def test_downgrade_unpacks_and_upgrade_reads_the_same(store_url: str) -> None:
         conn.close()
     with SessionStore.open(store_url) as s:  # upgrades again
         assert s.messages(ses.id) == before
+
+
+def _readme_sql() -> list[str]:
+    """The statements of README's "Inspecting pruned parts with SQL" block."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("## Inspecting pruned parts with SQL", 1)[1].split("```sql\n", 1)[1].split("```", 1)[0]
+    statements = " ".join(line for line in block.splitlines() if not line.startswith("--")).split(";")
+    return [s.strip() for s in statements if s.strip()]
+
+
+def _shell(store_url: str, sql: str) -> list[dict]:
+    """``sql`` run by the ordinary shell of the backend (``sqlite3``, ``psql``), its rows as dicts."""
+    if store_url.startswith("sqlite"):
+        command = [shutil.which("sqlite3") or "sqlite3", "-json", store_url.removeprefix("sqlite:///"), sql]
+        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+        return json.loads(out) if out.strip() else []
+    url = store_url.replace("postgresql+psycopg://", "postgresql://")
+    wrapped = f"SELECT coalesce(json_agg(row_to_json(q)), '[]') FROM ({sql}) q"
+    out = subprocess.run(["psql", "-X", "-At", url, "-c", wrapped], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def test_readme_operator_sql_runs_in_the_shells(store: SessionStore, store_url: str) -> None:
+    """Every statement README shows an operator runs in ``sqlite3`` or ``psql`` as written (the metadata one in
+    its psql form on PostgreSQL), on a session with pruned parts and a packed metadata."""
+    from builders import Msg, Tool, write_history
+
+    more = [Msg("assistant", tools=[Tool("read", output_bytes=10_000)]) for _ in range(30)]
+    session_id = write_history(store, [Msg("user", text="start"), *more, Msg("user", text="turn 1"), Msg("user", text="turn 0")])
+    result = store.prune(session_id)
+    assert result.pruned == 35_000
+    part_id = result.parts[0].id
+    kept = {"diff": FILLER}
+    message = store.append_message(session_id, "user", metadata=kept)
+    sqlite = store_url.startswith("sqlite")
+    statements = _readme_sql()
+    assert len(statements) == 5
+    ids = {"'ses_…'": f"'{session_id}'", "'prt_…'": f"'{part_id}'", "'msg_…'": f"'{message.id}'"}
+    results = []
+    for sql in statements:
+        for placeholder, value in ids.items():
+            sql = sql.replace(placeholder, value)
+        if not sqlite:
+            sql = sql.replace("CAST(sqlar_uncompress(metadata, metadata_size) AS TEXT)", "metadata")
+        results.append(_shell(store_url, sql))
+    pruned, per_session, outputs, metadata, usage = results
+    assert sorted(r["part_id"] for r in pruned) == sorted(p.id for p in result.parts)
+    assert per_session == [{"session_id": session_id, "parts": 14, "tokens": 35_000}]
+    [row] = outputs
+    assert len(row["output"]) == 10_000  # the pruned output is kept, read back whole
+    [row] = metadata
+    value = next(iter(row.values()))
+    assert (json.loads(value) if isinstance(value, str) else value) == kept
+    assert [r["session_id"] for r in usage] == [session_id]
