@@ -27,6 +27,7 @@ __all__ = [
     "encode_text",
     "loads_json",
     "pack",
+    "sqlar_uncompress",
     "unpack",
 ]
 
@@ -159,7 +160,10 @@ def loads_json(text: str | bytes) -> Any:
 # built-in ``sqlar_uncompress(value, size)``. A value is packed only when that makes it smaller; its size column
 # is NULL otherwise. PostgreSQL compresses large values itself (TOAST): nothing is packed there.
 
-PACK_MIN = 1024  # characters: shorter values are stored as they are (small gain, a cost on every write)
+# Characters: shorter values are stored as they are. On the corpus, values of 4,096 or more hold 81% of the
+# metadata bytes and 68% of the output bytes (packing them saves 7.0 and 1.5 MB, against 7.5 and 1.9 MB from
+# 1,024 on); an agent's ordinary turn (outputs of a few KB) neither packs nor unpacks anything.
+PACK_MIN = 4096
 _PACK_LEVEL = 6  # zlib's default: level 1 leaves 15% more bytes for half the time (the corpus's metadata)
 _ZLIB = b"x"  # the first byte of every zlib stream; no JSON text and no packed-column text starts with it as bytes
 
@@ -187,3 +191,12 @@ def unpack(value: bytes) -> str:
         except zlib.error:  # bytes another client wrote that only begin like a zlib stream
             pass
     return value.decode("utf-8")
+
+
+def sqlar_uncompress(data: bytes | str | None, size: int | None) -> bytes | str | None:
+    """The ``sqlite3`` shell's ``sqlar_uncompress(data, size)``, which brutus's SQLite connections get too (its
+    views and search triggers read packed outputs with it): ``data`` decompressed when ``size`` says it is
+    packed, else ``data`` itself."""
+    if type(data) is not bytes or not size or size <= 0 or size == len(data):
+        return data
+    return zlib.decompress(data)

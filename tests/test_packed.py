@@ -20,7 +20,7 @@ from brutus.db.engine import make_engine
 
 from test_bad_input import NASTY
 
-FILLER = "the same line of a file, again and again\n" * 40  # 1,640 characters: packed
+FILLER = "the same line of a file, again and again\n" * 120  # 4,920 characters: packed
 
 
 def _tool(state: dict) -> dict:
@@ -172,7 +172,8 @@ def test_readme_operator_sql_runs_in_the_shells(store: SessionStore, store_url: 
     for sql in statements:
         for placeholder, value in ids.items():
             sql = sql.replace(placeholder, value)
-        if not sqlite:
+        if not sqlite:  # the psql form README gives
+            sql = sql.replace("CAST(sqlar_uncompress(o.output, o.output_size) AS TEXT)", "o.output")
             sql = sql.replace("CAST(sqlar_uncompress(metadata, metadata_size) AS TEXT)", "metadata")
         results.append(_shell(store_url, sql))
     pruned, per_session, outputs, metadata, usage = results
@@ -184,3 +185,51 @@ def test_readme_operator_sql_runs_in_the_shells(store: SessionStore, store_url: 
     value = next(iter(row.values()))
     assert (json.loads(value) if isinstance(value, str) else value) == kept
     assert [r["session_id"] for r in usage] == [session_id]
+
+
+@pytest.mark.parametrize("value", NASTY, ids=range(len(NASTY)))
+def test_large_output_is_packed_searchable_and_forgotten(store: SessionStore, store_url: str, value: str) -> None:
+    output = FILLER + " zebrafinch " + value
+    ses = store.create_session()
+    msg = store.append_message(ses.id, "assistant")
+    tool = store.append_part(msg.id, _tool({"status": "running", "input": {}}))
+    store.update_tool(tool.id, status="completed", output=output)
+    store.append_messages(ses.id, [{"info": {"role": "assistant"}, "parts": [
+        _tool({"status": "completed", "input": {}, "output": output})]}])  # the bulk path
+    loaded = store.messages(ses.id)
+    assert [m.parts[0].state.output for m in loaded] == [output, output]
+    hits = store.search("zebrafinch", limit=10)
+    assert [(h.message_id, h.field) for h in hits] == [(loaded[1].info.id, "output"), (msg.id, "output")]
+    stored = _stored_outputs(store_url)
+    assert len(stored) == 2
+    if store_url.startswith("sqlite"):
+        assert all(type(data) is bytes and size > len(data) for data, size in stored)
+    else:
+        assert [size for _, size in stored] == [None, None]
+    store.delete_session(ses.id)  # the triggers unpack each output to take it out of the index
+    assert store.search("zebrafinch", limit=10) == []
+    assert store.check().problems == []
+
+
+def test_gc_reports_the_text_bytes_of_packed_outputs(store: SessionStore, store_url: str) -> None:
+    from builders import Msg, Tool, write_history
+
+    more = [Msg("assistant", tools=[Tool("read", output_bytes=10_000)]) for _ in range(30)]
+    session_id = write_history(store, [Msg("user", text="start"), *more, Msg("user", text="turn 1"), Msg("user", text="turn 0")])
+    pruned = store.prune(session_id)
+    assert len(pruned.parts) == 14
+    if store_url.startswith("sqlite"):
+        assert [size for _, size in _stored_outputs(store_url)].count(10_000) == 30  # every output packed
+    result = store.gc(before=2**62)
+    assert (result.parts, result.output_bytes) == (14, 140_000)
+    assert store.check().problems == []
+    assert [p.state.output for m in store.messages(session_id) for p in m.parts if p.type == "tool"].count(None) == 14
+
+
+def _stored_outputs(url: str) -> list[tuple]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text("SELECT output, output_size FROM tool_outputs"))]
+    finally:
+        engine.dispose()

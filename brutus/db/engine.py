@@ -170,6 +170,8 @@ def engine_options(url: str, *, create: bool = True, read_only: bool = False, **
 def sqlite_pragmas(dbapi_connection: Any, *, read_only: bool = False) -> None:
     """brutus's settings on a new sqlite3 connection (what every connection of a brutus engine runs first).
     A read-only connection changes nothing in the file: no journal mode or page size, and ``query_only``."""
+    # packed outputs (0009): the search views and triggers read them with the shell's function of that name
+    dbapi_connection.create_function("sqlar_uncompress", 2, codec.sqlar_uncompress, deterministic=True)
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

@@ -173,7 +173,7 @@ def _sums(stored: bool) -> list[Any]:
     sums = [
         func.count().label("parts"),
         func.coalesce(func.sum(T.c.output_tokens), 0).label("tokens"),
-        func.coalesce(func.sum(_byte_length(O.c.output)), 0).label("bytes"),
+        func.coalesce(func.sum(func.coalesce(O.c.output_size, _byte_length(O.c.output))), 0).label("bytes"),
     ]
     if stored:
         sums.append(func.coalesce(func.sum(func.pg_column_size(O.c.output)), 0).label("stored"))

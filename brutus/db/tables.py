@@ -73,8 +73,12 @@ class PackedJSON(JSON):
     ``<name>_size`` beside it; 0009). brutus's SQLite driver packs on write; every reader unpacks bytes."""
 
 
+class PackedText(Text):
+    """A text column whose large values SQLite stores packed, as ``PackedJSON`` (``tool_outputs.output``)."""
+
+
 PackedJSONType = PackedJSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
-PACKED_TYPES = (PackedJSON,)
+PACKED_TYPES = (PackedJSON, PackedText)
 ID = String(64)
 
 
@@ -189,7 +193,8 @@ class ToolOutputRow(Base):
     __tablename__ = "tool_outputs"
 
     part_id: Mapped[str] = mapped_column(ID, ForeignKey("parts.id", ondelete="CASCADE"), primary_key=True)
-    output: Mapped[str] = mapped_column(Text)
+    output: Mapped[str] = mapped_column(PackedText)
+    output_size: Mapped[int | None] = mapped_column(Integer)  # SQLite: the size of a packed output (0009)
 
 
 class CompactionRow(Base):
