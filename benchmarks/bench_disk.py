@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -80,16 +81,20 @@ def worker(args: argparse.Namespace) -> None:
         if args.backend == "sqlite":
             yb.checkpoint(path)
             total = os.path.getsize(path)
+            with sqlite3.connect(path) as conn:
+                tables = dict(conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"))
         else:
             engine = create_engine(url)
             with engine.connect() as conn:
                 conn.execute(text("CHECKPOINT"))
-                total = sum(
-                    conn.execute(text("SELECT coalesce(pg_total_relation_size(to_regclass(:t)), 0)"), {"t": t}).scalar_one()
+                tables = {
+                    t: conn.execute(text("SELECT coalesce(pg_total_relation_size(to_regclass(:t)), 0)"), {"t": t}).scalar_one()
                     for t in BRUTUS_TABLES
-                )
+                }
             engine.dispose()
-        print(json.dumps({"bytes": total, "raw": raw, "messages": built.messages, "sessions": built.sessions}))
+            total = sum(tables.values())
+        print(json.dumps({"bytes": total, "raw": raw, "messages": built.messages, "sessions": built.sessions,
+                          "tables": tables}))
     finally:
         if args.backend != "sqlite":
             with admin.connect() as conn:

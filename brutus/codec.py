@@ -16,7 +16,7 @@ import re
 import zlib
 from typing import Any
 
-from .errors import InvalidInput
+from .errors import DatabaseError, InvalidInput
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -184,13 +184,17 @@ def pack(text: str) -> tuple[str | bytes, int | None]:
 
 
 def unpack(value: bytes) -> str:
-    """The text of a stored value read as bytes: a packed one decompressed, any other decoded as UTF-8."""
+    """The text of a stored value read as bytes: a packed one decompressed, any other decoded as UTF-8;
+    ``DatabaseError`` for bytes that are neither (a damaged value)."""
     if value[:1] == _ZLIB:
         try:
             value = zlib.decompress(value)
         except zlib.error:  # bytes another client wrote that only begin like a zlib stream
             pass
-    return value.decode("utf-8")
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DatabaseError(f"a stored value of {len(value)} bytes is neither packed nor UTF-8 text") from None
 
 
 def sqlar_uncompress(data: bytes | str | None, size: int | None) -> bytes | str | None:

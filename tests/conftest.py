@@ -13,6 +13,7 @@ deselected, and the header says so.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -20,6 +21,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from brutus import codec
 from brutus.db.engine import normalize_url
 from brutus.store import SessionStore
 
@@ -147,3 +149,10 @@ def store(store_url: str) -> Iterator[SessionStore]:
     s = SessionStore.open(store_url)
     yield s
     s.close()
+
+
+@pytest.fixture
+def plain_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing packed (``codec.pack``, 0009) by writes in this process: for the tests that count the pages or the
+    WAL a known amount of text takes (gc's accounting, checkpoints). tests/test_packed.py covers packed values."""
+    monkeypatch.setattr(codec, "PACK_MIN", sys.maxsize)

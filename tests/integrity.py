@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select, text
 
-from brutus.codec import decode_text
+from brutus.db.convert import text_out
 from brutus.db.check_ops import check_database
 from brutus.db.tables import CompactionRow, MessageRow, PartRow, SessionRow, ToolOutputRow, ToolStateRow
 from brutus.history import completed_compactions, filter_compacted
@@ -97,7 +97,7 @@ def integrity_problems(store: SessionStore, sessions: list[str] | None = None) -
         messages = {r.id: r for r in conn.execute(select(M))}
         parts = {r.id: r for r in conn.execute(select(P))}
         states = {r.part_id: r for r in conn.execute(select(T))}
-        outputs = {r.part_id: decode_text(r.output) for r in conn.execute(select(O))}
+        outputs = {r.part_id: text_out(r.output) for r in conn.execute(select(O))}
         markers = conn.execute(select(C)).all()
         conn.rollback()
 

@@ -36,6 +36,7 @@ def _joined(threads: list[threading.Thread], timeout: float = 5.0) -> bool:
     return not any(thread.is_alive() for thread in threads)
 
 
+@pytest.mark.usefixtures("plain_outputs")
 def test_the_background_checkpoint_keeps_the_wal_small(tmp_path: Path) -> None:
     """With the commits' own automatic checkpoint off, only the store's thread checkpoints: an agent that
     pauses between steps (as one waiting for its model does) writes 12 MB through a WAL that stays small."""
@@ -145,6 +146,7 @@ def test_postgresql_has_no_checkpointer(db_url: str) -> None:
         store.close()
 
 
+@pytest.mark.usefixtures("plain_outputs")  # a checkpoint of 2 MB of pages, not of their packed few KB
 @pytest.mark.parametrize("delay", [0.0, 0.05])
 def test_close_while_a_checkpoint_runs(tmp_path: Path, delay: float) -> None:
     path = tmp_path / "busy.db"

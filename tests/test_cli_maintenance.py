@@ -352,6 +352,7 @@ def test_gc_measures_after_a_checkpoint_that_had_to_wait(tmp_path) -> None:
         conn.close()
 
 
+@pytest.mark.usefixtures("plain_outputs")
 def test_gc_drops_exactly_the_old_pruned_outputs_and_keeps_metadata(store_url: str) -> None:
     store = SessionStore.open(store_url)
     session_id, ids = gc_session(store)

@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 
 from brutus import SessionStore
 from brutus.db import gc_ops
+from brutus.db.convert import text_out
 from brutus.flows import StorageBytes, Vacuum, drive_flow
 
 from crash_writer import GC_CHUNK_BYTES
@@ -59,7 +60,7 @@ def _outputs(url: str) -> dict[str, str]:
     engine = create_engine(make_url(url))
     try:
         with engine.connect() as conn:
-            return dict(conn.execute(text("SELECT part_id, output FROM tool_outputs")).all())
+            return {p: text_out(o) for p, o in conn.execute(text("SELECT part_id, output FROM tool_outputs"))}
     finally:
         engine.dispose()
 
@@ -82,6 +83,7 @@ def _incremental_file(path: Path) -> None:
     conn.close()
 
 
+@pytest.mark.usefixtures("plain_outputs")
 def test_gc_commits_chunk_by_chunk_and_keeps_the_wal_to_one_chunk(store_url: str, backend: str, monkeypatch) -> None:
     _fill(store_url)
     names = _names(store_url)
@@ -119,6 +121,7 @@ def test_gc_commits_chunk_by_chunk_and_keeps_the_wal_to_one_chunk(store_url: str
     assert result.bytes_reusable >= 0.9 * result.output_bytes and result.vacuumed is False
 
 
+@pytest.mark.usefixtures("plain_outputs")
 def test_gc_gives_free_pages_back_on_an_incremental_file(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "incremental.db"
     _incremental_file(path)

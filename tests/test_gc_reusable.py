@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -42,6 +43,7 @@ STORED = ("SELECT coalesce(sum(pg_column_size(o.output)), 0) FROM tool_outputs o
           "JOIN tool_states t ON t.part_id = o.part_id WHERE t.compacted_at < 10")
 
 
+@pytest.mark.usefixtures("plain_outputs")
 def test_gc_reports_what_it_really_freed(store_url: str, backend: str) -> None:
     # no background indexing: what the file grows by below is the outputs' own pages, not the search index
     store = SessionStore.open(store_url, index_in_background=False)

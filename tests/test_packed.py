@@ -18,6 +18,7 @@ from brutus.codec import PACK_MIN
 from brutus.db import migrate
 from brutus.db.engine import make_engine
 
+from raw_sqlite import raw_sqlite
 from test_bad_input import NASTY
 
 FILLER = "the same line of a file, again and again\n" * 120  # 4,920 characters: packed
@@ -233,3 +234,20 @@ def _stored_outputs(url: str) -> list[tuple]:
             return [tuple(r) for r in conn.execute(text("SELECT output, output_size FROM tool_outputs"))]
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_damaged_packed_value_is_a_database_error(store: SessionStore, store_url: str) -> None:
+    from brutus import DatabaseError
+
+    ses = store.create_session()
+    store.append_messages(ses.id, [{"info": {"role": "assistant"}, "parts": [
+        _tool({"status": "completed", "input": {}, "output": FILLER})]}])
+    conn = raw_sqlite(store_url.removeprefix("sqlite:///"))  # the tool_outputs triggers need sqlar_uncompress
+    with conn:  # a byte flipped in the middle of the zlib stream, as a bad disk would
+        [(data,)] = conn.execute("SELECT output FROM tool_outputs").fetchall()
+        broken = data[:20] + bytes([data[20] ^ 0xFF]) + data[21:]
+        conn.execute("UPDATE tool_outputs SET output = ? WHERE output = ?", (broken, data))
+    conn.close()
+    with pytest.raises(DatabaseError, match="neither packed nor UTF-8"):
+        store.messages(ses.id)

@@ -110,6 +110,7 @@ def test_a_new_database_has_small_pages_and_a_16_mb_backstop(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("plain_outputs")
 def test_wal_stays_bounded_under_a_long_running_writer(tmp_path: Path) -> None:
     """One store writing 3,000 agent steps without a pause: the store's thread checkpoints behind the writer,
     and the commit that finds 16 MB in the WAL checkpoints the rest and lets the log start over, so the WAL
@@ -132,6 +133,7 @@ def test_wal_stays_bounded_under_a_long_running_writer(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("plain_outputs")
 def test_wal_grown_by_a_reader_is_given_back(tmp_path: Path) -> None:
     """A reader that holds a snapshot keeps checkpoints from restarting the WAL, so it grows while the writer
     goes on. Once the reader is done, the next restart truncates it to ``WAL_SIZE_LIMIT`` (without

@@ -9,13 +9,13 @@ import asyncio
 import itertools
 import json
 import re
-import sqlite3
 from typing import Any
 
 import pytest
 from cli_helpers import run
 from sqlalchemy import inspect, text
 
+from raw_sqlite import raw_sqlite
 from brutus import AsyncSessionStore, InvalidInput, NotFound, SearchHit, SessionStore
 from brutus.db import engine as engine_module
 from brutus.db import migrate
@@ -200,7 +200,7 @@ def _sqlite_index_is_exact(url: str, *, catch_up: bool = False) -> None:
         return
     if catch_up:
         _catch_up(url)
-    db = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+    db = raw_sqlite(url.removeprefix("sqlite:///"), isolation_level=None)
     try:
         if catch_up:
             assert db.execute("SELECT count(*) FROM search_pending").fetchone() == (0,)
@@ -280,7 +280,7 @@ def test_sqlite_writes_leave_the_index_alone_and_a_search_fills_it(tmp_path) -> 
     them; the writer's search puts them into FTS5 first, in one transaction, and then nothing is pending."""
     url = f"sqlite:///{tmp_path / 'pending.db'}"
     SessionStore.open(url).close()
-    db = sqlite3.connect(tmp_path / "pending.db")
+    db = raw_sqlite(tmp_path / "pending.db")
     index = lambda: db.execute(  # noqa: E731
         "SELECT (SELECT count(*) FROM search_keys), (SELECT count(*) FROM search_index_docsize), "
         "(SELECT count(*) FROM search_pending)").fetchone()
@@ -313,7 +313,7 @@ def test_a_rowid_given_out_again_counts_as_pending(tmp_path) -> None:
         last = store.append_message(session.id, "user")
         store.append_part(last.id, _text("a wombat"))
         _sqlite_index_is_exact(url, catch_up=True)
-        db = sqlite3.connect(tmp_path / "reuse.db")
+        db = raw_sqlite(tmp_path / "reuse.db")
         (gone,) = db.execute("SELECT parts_seen FROM search_state").fetchone()
         assert store.rewind(session.id, last.id) == 1
         assert db.execute("SELECT parts_seen FROM search_state").fetchone() == (gone - 1,)
@@ -355,7 +355,7 @@ def test_a_search_while_another_writer_holds_the_database_reads_what_is_pending(
         session = store.create_session()
         message = store.append_message(session.id, "user")
         store.append_part(message.id, _text("a busy beaver"))
-        holder = sqlite3.connect(tmp_path / "busy.db", isolation_level=None)
+        holder = raw_sqlite(tmp_path / "busy.db", isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
         try:
             assert [h.message_id for h in store.search("beaver")] == [message.id]
@@ -365,7 +365,7 @@ def test_a_search_while_another_writer_holds_the_database_reads_what_is_pending(
             holder.close()
         assert [h.message_id for h in store.search("beaver")] == [message.id]
     _sqlite_index_is_exact(url)
-    db = sqlite3.connect(tmp_path / "busy.db")
+    db = raw_sqlite(tmp_path / "busy.db")
     assert db.execute("SELECT count(*) FROM search_keys").fetchone() == (1,)
     db.close()
 
@@ -569,7 +569,7 @@ def test_0005_takes_a_0004_index_as_it_is_and_downgrades_to_one(tmp_path) -> Non
     at_0004 = SessionStore(engine)
     session_id = build(at_0004)
     at_0004.close()
-    db = sqlite3.connect(path, isolation_level=None)
+    db = raw_sqlite(path, isolation_level=None)
     db.execute("INSERT INTO search_index(rowid, body) SELECT key, body FROM search_documents WHERE key <= 3")
     db.execute("UPDATE search_state SET indexed = 3")  # three indexed, the rest pending, as 0004's batches leave it
     keys = db.execute("SELECT key, part_id, kind FROM search_keys ORDER BY key").fetchall()

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import random
 import re
-import sqlite3
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
+from raw_sqlite import raw_sqlite
 from brutus import SessionStore
 from brutus.codec import loads_json
 from brutus.db import search_ops
@@ -196,7 +196,7 @@ def _sqlite_steps(url: str, query: str, limit: int) -> tuple[list[str], int]:
     compiled = walk.order_by(text("search_index.rowid DESC")).limit(limit).compile(dialect=sqlite.dialect())
     values = compiled.construct_params(params)
     args = [values[name] for name in compiled.positiontup]
-    raw = sqlite3.connect(url.removeprefix("sqlite:///"))
+    raw = raw_sqlite(url.removeprefix("sqlite:///"))
     plan = [row[3] for row in raw.execute("EXPLAIN QUERY PLAN " + str(compiled), args)]
     steps = 0
 

@@ -4,9 +4,10 @@ SQLAlchemy Core costs ~50 µs per statement on top of sqlite3's ~10 µs, and an 
 brutus's operations are built from statement objects created once at import (``prebuilt``); for those, the
 SQL text, the order of the positional parameters, the JSON parameters to serialize, the values to pack and the
 JSON / boolean result columns to convert are worked out once per (statement, parameter keys) and cached.
-Packing (``codec.pack``, migration 0009): a parameter bound to a packed column (``tables.PACKED_TYPES``) is
-compressed when large, and the parameter of the same name plus ``_size`` gets its size (an INSERT of such a
-column writes its size column too; an UPDATE names it, as ``UPDATE_TOOL_STATE`` does). Statements built
+Packing (``codec.pack``, migration 0009): on a database with the size columns, an INSERT or UPDATE that writes
+a packed column (``tables.PACKED_TYPES``, bound as the column's key or as ``b_`` plus it) also writes its size
+column, and the value is compressed when large; on an older schema (``SessionStore(engine)`` does not
+migrate) statements are sent as they are written. Statements built
 per call are compiled per call (still correct, just not cached). Expanding ``IN`` parameters are not
 supported here: operations use ``executemany`` instead.
 
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Insert
+from sqlalchemy import JSON, Boolean, Insert, Update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Executable
 
@@ -93,17 +94,18 @@ def _one_arg(name: str) -> Callable[[dict[str, Any]], tuple[Any]]:
     return args
 
 
-def _size_keys(statement: Executable, keys: Sequence[str]) -> list[str]:
-    """The size columns an INSERT of ``keys`` writes beside its packed columns."""
-    if not isinstance(statement, Insert):
+def _size_of(name: str) -> str:
+    """The size column of the packed column a parameter ``name`` (``output``, ``b_metadata``) is bound to."""
+    return f"{name.removeprefix('b_')}_size"
+
+
+def _size_keys(statement: Executable, keys: Sequence[str], compiled: Any) -> list[str]:
+    """The size columns an INSERT or UPDATE writes beside the packed columns it writes."""
+    if not isinstance(statement, (Insert, Update)):
         return []
     columns = statement.table.c
-    return [
-        f"{key}_size"
-        for key in keys
-        if key in columns and isinstance(columns[key].type, PACKED_TYPES)
-        and f"{key}_size" in columns and f"{key}_size" not in keys
-    ]
+    names = [name for bind, name in compiled.bind_names.items() if isinstance(bind.type, PACKED_TYPES)]
+    return [_size_of(name) for name in names if _size_of(name) in columns and _size_of(name) not in keys]
 
 
 class _Plan:
@@ -112,9 +114,11 @@ class _Plan:
         "row_type", "sql",
     )
 
-    def __init__(self, statement: Executable, dialect: Dialect, keys: Sequence[str]) -> None:
-        sizes = _size_keys(statement, keys)
-        compiled = statement.compile(dialect=dialect, column_keys=[*keys, *sizes])
+    def __init__(self, statement: Executable, dialect: Dialect, keys: Sequence[str], packs: bool = False) -> None:
+        compiled = statement.compile(dialect=dialect, column_keys=list(keys))
+        sizes = _size_keys(statement, keys, compiled) if packs else []
+        if sizes:
+            compiled = statement.compile(dialect=dialect, column_keys=[*keys, *sizes])
         self.sql: str = compiled.string
         self.names: list[str] = list(compiled.positiontup or ())
         self.defaults: dict[str, Any] = dict.fromkeys(sizes)
@@ -123,7 +127,7 @@ class _Plan:
         for bind, name in compiled.bind_names.items():
             if getattr(bind, "expanding", False):
                 raise ValueError("expanding IN parameters are not supported by the SQLite driver")
-            if isinstance(bind.type, PACKED_TYPES):
+            if sizes and isinstance(bind.type, PACKED_TYPES):
                 packed.add(name)
             if isinstance(bind.type, JSON):
                 self.json_params.add(name)
@@ -145,7 +149,7 @@ class _Plan:
         self._json_at = tuple(index for index, name in enumerate(self.names) if name in self.json_params)
         self._bool_at = tuple(index for index, name in enumerate(self.names) if name in bools)
         at = {name: index for index, name in enumerate(self.names)}
-        self._pack_at = tuple((at[name], at[f"{name}_size"]) for name in packed if f"{name}_size" in at)
+        self._pack_at = tuple((at[name], at[_size_of(name)]) for name in packed if _size_of(name) in at)
         converted = self.defaults or self._json_at or self._bool_at or self._pack_at
         self.args = self._converted_args if converted else self._values
 
@@ -184,20 +188,26 @@ class _Plan:
         return converted
 
 
+_HAS_SIZES = "SELECT 1 FROM pragma_table_info('tool_outputs') WHERE name = 'output_size'"
+
+
 class SQLiteDriver:
     """Runs ``Step``s on a sqlite3 connection with cached compiled plans."""
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         self._plans: dict[tuple[int, tuple[str, ...]], _Plan] = {}
+        self._packs: bool | None = None  # whether the database has the size columns (0009): read once
 
-    def _plan(self, statement: Executable, keys: tuple[str, ...]) -> _Plan:
+    def _plan(self, statement: Executable, keys: tuple[str, ...], dbapi: Any) -> _Plan:
+        if self._packs is None:
+            self._packs = dbapi.execute(_HAS_SIZES).fetchone() is not None
         if id(statement) not in _PREBUILT:
-            return _Plan(statement, self.dialect, keys)
+            return _Plan(statement, self.dialect, keys, self._packs)
         key = (id(statement), keys)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = _Plan(statement, self.dialect, keys)
+            plan = self._plans[key] = _Plan(statement, self.dialect, keys, self._packs)
         return plan
 
     def run(self, dbapi: Any, op: Any) -> Any:
@@ -217,7 +227,7 @@ class SQLiteDriver:
         if isinstance(params, list):
             if not params:
                 return 0 if fetch == "rowcount" else None
-            plan = self._plan(statement, tuple(params[0]))
+            plan = self._plan(statement, tuple(params[0]), dbapi)
             cursor = dbapi.cursor()
             try:
                 cursor.executemany(plan.sql, [plan.args(p) for p in params])
@@ -226,7 +236,7 @@ class SQLiteDriver:
                 cursor.close()
         plan = self._plans.get((id(statement), tuple(params) if params else ()))
         if plan is None:
-            plan = self._plan(statement, tuple(params) if params else ())
+            plan = self._plan(statement, tuple(params) if params else (), dbapi)
         cursor = dbapi.execute(plan.sql, plan.args(params))
         try:
             if fetch == "raw":

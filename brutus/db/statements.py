@@ -293,7 +293,6 @@ UPDATE_TOOL_STATE = prebuilt(
         output_tokens=_b("output_tokens"),
         title=_b("title"),
         metadata=bindparam("b_metadata", type_=T.c.metadata.type),
-        metadata_size=bindparam("b_metadata_size", None, type_=T.c.metadata_size.type, required=False),
         error=_b("error"),
         started_at=_b("started_at"),
         ended_at=_b("ended_at"),
