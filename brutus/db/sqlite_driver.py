@@ -4,12 +4,13 @@ SQLAlchemy Core costs ~50 µs per statement on top of sqlite3's ~10 µs, and an 
 brutus's operations are built from statement objects created once at import (``prebuilt``); for those, the
 SQL text, the order of the positional parameters, the JSON parameters to serialize, the values to pack and the
 JSON / boolean result columns to convert are worked out once per (statement, parameter keys) and cached.
+Statements built per call are compiled per call (still correct, just not cached). Expanding ``IN``
+parameters are not supported here: operations use ``executemany`` instead.
+
 Packing (``codec.pack``, migration 0009): on a database with the size columns, an INSERT or UPDATE that writes
 a packed column (``tables.PACKED_TYPES``, bound as the column's key or as ``b_`` plus it) also writes its size
 column, and the value is compressed when large; on an older schema (``SessionStore(engine)`` does not
-migrate) statements are sent as they are written. Statements built
-per call are compiled per call (still correct, just not cached). Expanding ``IN`` parameters are not
-supported here: operations use ``executemany`` instead.
+migrate) statements are sent as they are written.
 
 Results come back as named tuples, so operations read ``row.seq`` as they do from SQLAlchemy rows.
 """

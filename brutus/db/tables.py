@@ -8,6 +8,8 @@ Rules the rows keep:
   boundary, or the tail it keeps); every write that can move a boundary recomputes it in its transaction.
 - A tool part's output text lives in ``tool_outputs`` so marking a part pruned never rewrites the text, and
   loading a pruned part never reads it. Token estimates are stored when a part is written.
+- On SQLite a large ``metadata`` or tool output is stored packed (zlib, its size in ``<column>_size``: 0009,
+  ``brutus.codec.pack``); the SQLite driver packs on write, every reader unpacks.
 - ``transcripts`` / ``transcript_entries`` (``brutus.integrations``, 0003) keep an agent SDK's own records
   exactly, one row each, beside the session they are parsed into; deleting the session deletes them.
 - The full-text index (0004, 0005, 0008, ``brutus.db.search_ops``) is the database's own business: SQLite's FTS5
