@@ -33,9 +33,7 @@ from ..limits import model_limits
 from ..tokens import estimate_tokens
 from .blocks import KEY, canonical, parse_response, parse_tool_result, recorded_response, response_dict
 from .policy import ContextPolicy, Plan, plan_request, threshold
-from .render import BINDING_BETA, Hashes, Rendered, render_messages
-
-COMPACTION_BETA = "compact-2026-09-04"  # the API's on-demand compaction; its blocks need it to come back
+from .render import BINDING_BETA, COMPACTION_BETA, Hashes, Rendered, render_messages
 
 __all__ = ["ConversationState", "RequestStats", "is_prompt_too_long", "request_timeout"]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import SummarizerError
 from ..live.blocks import KEY, response_dict
-from ..live.core import COMPACTION_BETA
+from ..live.render import COMPACTION_BETA
 from ..models import CacheTokens, TokenCounts
 from ..pricing import usage_cost
 from ..render import to_anthropic
