@@ -10,12 +10,12 @@ makes a request fit the summarizer's context before it is sent. Importing this p
 from __future__ import annotations
 
 from ..errors import SummarizerError
+from ..pricing import Price, cost_of, price_of  # re-exported: summarizers report costs in these terms
 from .anthropic_api import DEFAULT_MODEL, AnthropicSummarizer, build_messages_request
 from .base import SUMMARY_KINDS, AsyncSummarizer, Summarizer, Summary, SummaryKind, SummaryRequest
 from .default import default_summarizer
 from .facts import HistoryFacts, history_facts
 from .extractive import EXTRACTIVE_MODEL, ExtractiveSummarizer, extractive_summary
-from .pricing import Price, cost_of, price_of
 from .server_compaction import AnthropicServerCompaction
 from .prompts import (
     COMPACTION_SYSTEM_PROMPT,
