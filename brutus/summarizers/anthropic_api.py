@@ -31,9 +31,9 @@ from typing import Any
 
 from ..errors import InvalidInput, SummarizerError
 from ..models import CacheTokens, TokenCounts
+from ..pricing import cost_of
 from ..render import to_anthropic
 from .base import Summary, SummaryRequest
-from ..pricing import cost_of
 from .prompts import summary_prompt, system_prompt
 
 __all__ = ["DEFAULT_MODEL", "NO_TOOLS", "AnthropicSummarizer", "build_messages_request", "extend_request"]
