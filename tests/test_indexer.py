@@ -107,3 +107,30 @@ def test_the_async_store_indexes_live_writes_in_the_background(store_url: str) -
     finally:
         sync.close()
     assert (left, done, found) == (0, 13, want)
+
+
+def test_close_on_the_indexer_thread_itself_stops_it_without_an_error() -> None:
+    """A dropped store can be collected on its indexer's thread (the thread's call held its last reference):
+    its finalizer closes the indexer there, which must not try to join the thread it runs on."""
+    from brutus.db.indexer import Indexer
+
+    closed, results = threading.Event(), []
+
+    class Owner:
+        def index(self) -> bool:
+            try:
+                indexer.close()
+            except Exception as exc:  # noqa: BLE001  what the test looks for
+                results.append(exc)
+            else:
+                results.append(None)
+            closed.set()
+            return False
+
+    owner = Owner()
+    indexer = Indexer(owner.index, name="self-close")
+    indexer.committed()
+    thread = indexer._thread
+    assert closed.wait(10), "the indexer never ran"
+    thread.join(10)
+    assert results == [None] and not thread.is_alive() and indexer._thread is None

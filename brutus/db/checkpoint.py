@@ -75,7 +75,8 @@ class Checkpointer:
                 return
             self._stop.set()
             self._wake.set()
-        thread.join(timeout)
+        if thread is not threading.current_thread():  # as the indexer's: never join the thread from itself
+            thread.join(timeout)
 
     def _run(self, stop: threading.Event) -> None:
         wake = self._wake

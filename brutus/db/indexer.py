@@ -89,14 +89,16 @@ class Indexer:
             self._thread = thread
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop the thread (after the transaction it may be running)."""
+        """Stop the thread (after the transaction it may be running). Called on the thread itself (a dropped
+        store collected there, its last reference the thread's call), it only tells the thread to stop."""
         with self._lock:
             thread, self._thread = self._thread, None
             if thread is None:
                 return
             self._stop.set()
             self._wake.set()
-        thread.join(timeout)
+        if thread is not threading.current_thread():
+            thread.join(timeout)
 
     def _index_once(self) -> bool:
         with self._running:
