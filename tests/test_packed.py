@@ -28,15 +28,14 @@ def _tool(state: dict) -> dict:
     return {"type": "tool", "call_id": "call", "tool": "bash", "state": state}
 
 
-def _stored(url: str, table: str) -> list[tuple]:
-    """(metadata as stored, metadata_size) of every row of ``table``, in rowid order (SQLite) or any order."""
+def _stored(url: str, table: str, column: str = "metadata") -> list[tuple]:
+    """(``column`` as stored, its size column) of every row of ``table`` that has a value, in rowid order on
+    SQLite (any order on PostgreSQL)."""
+    order = "rowid" if url.startswith("sqlite") else f"{column}_size"
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
-            order = "rowid" if url.startswith("sqlite") else "metadata_size"
-            query = f"SELECT metadata, metadata_size FROM {table} WHERE metadata IS NOT NULL ORDER BY {order}"
-            if url.startswith("sqlite"):
-                return [tuple(r) for r in conn.exec_driver_sql(query)]
+            query = f"SELECT {column}, {column}_size FROM {table} WHERE {column} IS NOT NULL ORDER BY {order}"
             return [tuple(r) for r in conn.execute(text(query))]
     finally:
         engine.dispose()
@@ -201,7 +200,7 @@ def test_large_output_is_packed_searchable_and_forgotten(store: SessionStore, st
     assert [m.parts[0].state.output for m in loaded] == [output, output]
     hits = store.search("zebrafinch", limit=10)
     assert [(h.message_id, h.field) for h in hits] == [(loaded[1].info.id, "output"), (msg.id, "output")]
-    stored = _stored_outputs(store_url)
+    stored = _stored(store_url, "tool_outputs", "output")
     assert len(stored) == 2
     if store_url.startswith("sqlite"):
         assert all(type(data) is bytes and size > len(data) for data, size in stored)
@@ -220,20 +219,12 @@ def test_gc_reports_the_text_bytes_of_packed_outputs(store: SessionStore, store_
     pruned = store.prune(session_id)
     assert len(pruned.parts) == 14
     if store_url.startswith("sqlite"):
-        assert [size for _, size in _stored_outputs(store_url)].count(10_000) == 30  # every output packed
+        assert [size for _, size in _stored(store_url, "tool_outputs", "output")].count(10_000) == 30  # every output packed
     result = store.gc(before=2**62)
     assert (result.parts, result.output_bytes) == (14, 140_000)
     assert store.check().problems == []
     assert [p.state.output for m in store.messages(session_id) for p in m.parts if p.type == "tool"].count(None) == 14
 
-
-def _stored_outputs(url: str) -> list[tuple]:
-    engine = make_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text("SELECT output, output_size FROM tool_outputs"))]
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])

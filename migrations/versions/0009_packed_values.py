@@ -58,7 +58,7 @@ PACKED = (('messages', 'metadata'), ('tool_states', 'metadata'), ('tool_outputs'
 UNPACK_BATCH = 500
 # constant statements per column (no SQL is built from values)
 READ_PACKED = {
-    (table, column): f"SELECT rowid, {column}, {column}_size FROM {table} "
+    (table, column): f"SELECT rowid, {column} FROM {table} "
     f"WHERE {column}_size IS NOT NULL AND rowid > :after ORDER BY rowid LIMIT :n"
     for table, column in PACKED
 }
@@ -119,7 +119,7 @@ def downgrade() -> None:
                 rows = bind.execute(sa.text(READ_PACKED[key]), {'after': after, 'n': UNPACK_BATCH}).fetchall()
                 if not rows:
                     break
-                plain = [{'text': zlib.decompress(data).decode('utf-8'), 'rid': rid} for rid, data, _ in rows]
+                plain = [{'text': zlib.decompress(data).decode('utf-8'), 'rid': rid} for rid, data in rows]
                 bind.execute(sa.text(WRITE_PLAIN[key]), plain)
                 after = rows[-1][0]
         for statement in _search_objects(R0004._sqlite_output):
