@@ -28,7 +28,6 @@ import sys
 import tempfile
 import threading
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +164,7 @@ def one_run(kind: str, source: Path, work: Path) -> dict[str, Any]:
     with DiskSampler(path) as sampler:
         started = time.perf_counter()
         if kind == "old":
-            result = drive_flow(old_gc_flow(BEFORE), partial(store._act, None))
+            result = drive_flow(old_gc_flow(BEFORE), store.run)
         else:
             result = store.gc(BEFORE)
         seconds = time.perf_counter() - started

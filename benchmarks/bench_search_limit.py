@@ -38,6 +38,7 @@ from brutus.db.convert import text_out  # noqa: E402
 from brutus.db.engine import make_engine  # noqa: E402
 from brutus.db.statements import M, P  # noqa: E402
 from brutus.importers import import_file  # noqa: E402
+from brutus.flows import Tx  # noqa: E402
 from tests.corpus_helpers import all_files  # noqa: E402
 
 DEFAULT_PG = "postgresql+psycopg://root@127.0.0.1:5432/test"
@@ -181,7 +182,7 @@ def measure(url: str, words: dict[str, str], repeats: int) -> dict[str, dict[str
                     old = conn.execute(statement, params).fetchall()
                 old_ms = (time.perf_counter() - start) * 1000
                 start = time.perf_counter()
-                rows = store._run(new_query(store, word), write=False)
+                rows = store.run(Tx(new_query(store, word), write=False))
                 new_ms = (time.perf_counter() - start) * 1000
                 start = time.perf_counter()
                 hits = store.search(word, limit=LIMIT)

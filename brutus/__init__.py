@@ -1,93 +1,18 @@
 """brutus: a compaction-aware persistent session store for long-running coding agents.
 
-Public names are imported lazily on first use, so ``import brutus`` (and ``brutus --help``) stays fast.
+Public names are imported lazily on first use, so ``import brutus`` (and ``brutus --help``) stays fast. They
+are listed once, as the imports under ``TYPE_CHECKING`` below (what type checkers and IDEs read); at run time
+``_exports`` reads that block to know which module holds each name.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-
-_EXPORTS: dict[str, str] = {
-    "AgentPart": "brutus.models",
-    "AsyncConversation": "brutus.live",
-    "AsyncSessionStore": "brutus.async_store",
-    "BrutusError": "brutus.errors",
-    "CacheTokens": "brutus.models",
-    "CompactionConfig": "brutus.models",
-    "CompactionError": "brutus.errors",
-    "CompactionInProgress": "brutus.errors",
-    "CompactionPart": "brutus.models",
-    "CompactionRecord": "brutus.models",
-    "CompactionResult": "brutus.models",
-    "CompactionStalled": "brutus.errors",
-    "ContextPolicy": "brutus.live",
-    "Conversation": "brutus.live",
-    "DatabaseBusy": "brutus.errors",
-    "DatabaseError": "brutus.errors",
-    "EstimateCounter": "brutus.tokens",
-    "FilePart": "brutus.models",
-    "GoalBatchCompaction": "brutus.tiers",
-    "Hooks": "brutus.compaction.hooks",
-    "ImportFormatError": "brutus.errors",
-    "InvalidInput": "brutus.errors",
-    "InvalidTransition": "brutus.errors",
-    "Message": "brutus.models",
-    "MissingDependency": "brutus.errors",
-    "MessageWithParts": "brutus.models",
-    "ModelLimits": "brutus.models",
-    "NoDatabase": "brutus.errors",
-    "NotFound": "brutus.errors",
-    "NothingToCompact": "brutus.errors",
-    "Part": "brutus.models",
-    "PatchPart": "brutus.models",
-    "PruneResult": "brutus.models",
-    "ReasoningPart": "brutus.models",
-    "RetryPart": "brutus.models",
-    "SchemaOutOfDate": "brutus.errors",
-    "SearchHit": "brutus.search",
-    "Session": "brutus.models",
-    "SessionStore": "brutus.store",
-    "SnapshotPart": "brutus.models",
-    "StepFinishPart": "brutus.models",
-    "StepStartPart": "brutus.models",
-    "StrategyManager": "brutus.tiers",
-    "StrategyReport": "brutus.tiers",
-    "SubtaskPart": "brutus.models",
-    "SummarizerError": "brutus.errors",
-    "TextPart": "brutus.models",
-    "ThresholdSummarization": "brutus.tiers",
-    "TierConfig": "brutus.tiers",
-    "TierRunReport": "brutus.tiers",
-    "TiktokenCounter": "brutus.tokens",
-    "TokenBudget": "brutus.limits",
-    "TokenCounter": "brutus.tokens",
-    "TokenCounts": "brutus.models",
-    "ToolCallSummarization": "brutus.tiers",
-    "ToolPart": "brutus.models",
-    "ToolState": "brutus.models",
-    "apply_tiers": "brutus.tiers",
-    "cagent_should_compact": "brutus.limits",
-    "context_size": "brutus.estimates",
-    "estimate_message_tokens": "brutus.estimates",
-    "estimate_tokens": "brutus.tokens",
-    "export_opencode": "brutus.importers.export",
-    "filter_compacted": "brutus.history",
-    "has_conversation_messages": "brutus.estimates",
-    "import_file": "brutus.importers",
-    "is_overflow": "brutus.limits",
-    "make_engine": "brutus.db.engine",
-    "model_limits": "brutus.limits",
-    "prune": "brutus.pruning",
-    "run_tiers": "brutus.tiers",
-    "split_point": "brutus.split",
-    "store_view": "brutus.tiers",
-    "tier_view": "brutus.tiers",
-    "to_anthropic": "brutus.render",
-    "validate_anthropic": "brutus.render",
-}
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is imported on first use
     from .async_store import AsyncSessionStore
@@ -162,6 +87,21 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is i
     )
     from .tokens import EstimateCounter, TiktokenCounter, TokenCounter, estimate_tokens
 
+
+
+def _exports() -> dict[str, str]:
+    """Each public name and the module it comes from, read from the ``TYPE_CHECKING`` block of this file."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    return {
+        alias.name: f"{__name__}.{node.module}"
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+
+
+_EXPORTS = _exports()
 __all__ = sorted(_EXPORTS)
 
 

@@ -1,17 +1,17 @@
-"""``AsyncSessionStore``: the session store for asyncio agents.
+"""``AsyncSessionStore``: the session store for asyncio agents, a runner for ``brutus.calls.StoreCalls``.
 
 Rules it keeps (the sync store's, see ``brutus.store``):
 
-- It runs the operations of ``brutus.db.ops``, the very generators ``SessionStore`` runs, on an
-  ``AsyncConnection``: each call is one transaction, ``async with store.batch():`` makes several calls one.
-  Each method only builds its operation and awaits ``_run``; a new operation is one such method.
+- Every public method is ``SessionStore``'s, declared once in ``StoreCalls``, as an ``async def`` that awaits
+  ``run(work)``: the very work the sync store runs, each action done here (``_do``) without blocking the
+  loop. Each call is one transaction, ``async with store.batch():`` makes several calls one.
 - Nothing blocks the event loop: on SQLite a call runs on a sqlite3 connection in a thread of brutus's own
   (all of its statements at once, with the sync store's compiled statements, and a call of its own with its
   BEGIN and COMMIT; connections kept between calls: ``brutus.db.async_sqlite``), on PostgreSQL on psycopg's
   async connection; ``open`` migrates the schema in a worker thread.
 - Write transactions take the write lock up front (``BEGIN IMMEDIATE`` on SQLite), as in the sync store; a
   batch on SQLite takes it in its first call's trip, before that call's first statement.
-- SQLAlchemy and driver errors are translated into ``brutus.errors`` by the sync store's ``translate_errors``.
+- SQLAlchemy and driver errors are translated into ``brutus.errors`` (``brutus.db.runner.translate_errors``).
 - A batch belongs to the task that opened it and to the tasks started inside it: their calls take turns on
   the batch's one connection, and the batch commits once all of them are done.
 """
@@ -19,14 +19,14 @@ Rules it keeps (the sync store's, see ``brutus.store``):
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext
 from contextvars import ContextVar
-from functools import partial
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .extras import require
 
@@ -35,42 +35,22 @@ require("the async store", {"greenlet": "async", "aiosqlite": "async"})
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine  # noqa: E402
 
-from .db import bulk_ops, edit_ops, history_ops, ops
-from .db.async_engine import make_async_engine, sqlite_engine, sync_url
-from .db.async_sqlite import SQLiteConnections, SQLiteThread
-from .db.checkpoint import Checkpointer
-from .db.indexer import BATCH, AsyncIndexer
-from .db.search_ops import index_pending
-from .db.compaction_ops import list_compactions
-from .db.settle_ops import BULK_MESSAGES
-from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
-from .db.migrate import prepare_schema
-from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction
-from .db.statements import Op
-from .errors import InvalidInput
-from .flows import HeldLocks, Locked, Summarize, Tx, Vacuum, adrive_flow
-from .models import (
-    CompactionConfig,
-    CompactionRecord,
-    CompactionResult,
-    CompactionTrigger,
-    Message,
-    MessageWithParts,
-    Part,
-    PruneResult,
-    Session,
-    TextPart,
-    TokenCounts,
-    ToolPart,
-)
-from .reports import CheckReport, GcResult, SessionStats
-from .search import SearchHit
-from .store import Clock, _now_ms, drive, translate_errors
-
-if TYPE_CHECKING:
-    from .compaction.hooks import Hooks
-    from .summarizers.base import AsyncSummarizer, Summarizer
-    from .tiers import TierConfig, TierRunReport
+from .calls import StoreCalls  # noqa: E402
+from .compaction.locks import async_compaction_lock, async_held_sessions  # noqa: E402
+from .db import gc_ops  # noqa: E402
+from .db.async_engine import make_async_engine, sqlite_engine, sync_url  # noqa: E402
+from .db.async_sqlite import SQLiteConnections, SQLiteThread  # noqa: E402
+from .db.checkpoint import Checkpointer  # noqa: E402
+from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact  # noqa: E402
+from .db.indexer import BATCH, AsyncIndexer  # noqa: E402
+from .db.migrate import prepare_schema  # noqa: E402
+from .db.runner import Clock, drive, now_ms, translate_errors  # noqa: E402
+from .db.search_ops import index_pending  # noqa: E402
+from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction  # noqa: E402
+from .db.statements import Op  # noqa: E402
+from .errors import InvalidInput  # noqa: E402
+from .flows import HeldLocks, InBatch, Locked, StorageBytes, Summarize, Tx, Unindexed, Vacuum, adrive_flow  # noqa: E402
+from .live.conversation import AsyncConversation  # noqa: E402
 
 __all__ = ["AsyncSessionStore"]
 
@@ -96,16 +76,18 @@ def _prepare_schema(url: str, auto_migrate: bool, create: bool, read_only: bool)
         engine.dispose()
 
 
-class AsyncSessionStore:
+class AsyncSessionStore(StoreCalls, mode="async"):
     """The persistent, compaction-aware session store (asyncio). Build it with
     ``await AsyncSessionStore.open(url)``; every method of ``SessionStore`` is here, awaitable."""
+
+    conversation_type = AsyncConversation
 
     def __init__(
         self,
         engine: AsyncEngine,
         *,
         url: str | None = None,
-        clock: Clock = _now_ms,
+        clock: Clock = now_ms,
         read_only: bool = False,
         index_in_background: bool = True,
     ) -> None:
@@ -115,6 +97,7 @@ class AsyncSessionStore:
                 "brutus.db.async_engine.make_async_engine(url, **engine_options), or use AsyncSessionStore.open(url)"
             )
         self.engine = engine
+        self.dialect = engine.dialect.name
         self.read_only = read_only
         self.url = url or engine.url.render_as_string(hide_password=True)
         self.clock = clock
@@ -140,7 +123,7 @@ class AsyncSessionStore:
         auto_migrate: bool = True,
         create: bool = True,
         read_only: bool = False,
-        clock: Clock = _now_ms,
+        clock: Clock = now_ms,
         index_in_background: bool = True,
     ) -> AsyncSessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
@@ -217,7 +200,53 @@ class AsyncSessionStore:
 
     async def _index_batch(self) -> bool:
         """One small transaction of the background indexer: whether anything was pending."""
-        return await self._run(index_pending(self.engine.dialect.name, batch=BATCH))
+        return await self._run(index_pending(self.dialect, batch=BATCH))
+
+    async def run(self, work: Any) -> Any:
+        """Run ``work`` (an action or a flow, ``brutus.flows``) on this store, as ``SessionStore.run`` does."""
+        if type(work) is Tx:  # most calls: one operation
+            return await self._run(work.op, write=work.write)
+        if inspect.isgenerator(work):
+            return await adrive_flow(work, self._do)
+        return await self._do(work)
+
+    async def _do(self, action: Any) -> Any:
+        """One action of a flow (``brutus.flows``), as ``SessionStore._do`` does it. gc's storage steps run on a
+        connection outside any transaction: a SQLite connection's thread, or a PostgreSQL one in autocommit."""
+        if type(action) is Tx:
+            return await self._run(action.op, write=action.write)
+        if isinstance(action, Summarize):
+            from .summarizers.fallbacks import asummarize_with_fallbacks
+
+            return await asummarize_with_fallbacks(action.summarizer, action.request)
+        if isinstance(action, Locked):
+            with translate_errors():
+                async with async_compaction_lock(self.engine, action.session_id):
+                    return await self.run(action.work)
+        if isinstance(action, InBatch):
+            return self._batch.get() is not None
+        if isinstance(action, Unindexed):
+            async with self._indexer.paused() if self._indexer is not None else nullcontext():
+                return await self.run(action.work)
+        if not isinstance(action, (HeldLocks, Vacuum, StorageBytes)):
+            raise InvalidInput(f"not an action of brutus.flows: {action!r}")
+        with translate_errors():
+            if isinstance(action, HeldLocks):
+                return await async_held_sessions(self.engine, action.session_ids)
+            if self._workers is not None:
+                worker = self._workers.take()
+                try:
+                    if isinstance(action, Vacuum):
+                        return await worker.call(gc_ops.sqlite_vacuum, 0 if action.full else action.pages)
+                    return await worker.call(gc_ops.sqlite_storage_bytes, self.engine.url.database)
+                finally:
+                    await self._workers.give_back(worker)
+            async with self.engine.connect() as connection:
+                if isinstance(action, Vacuum):
+                    await connection.execution_options(isolation_level="AUTOCOMMIT")
+                    await connection.exec_driver_sql(gc_ops.pg_vacuum(action.full))
+                    return None
+                return (await connection.exec_driver_sql(gc_ops.PG_STORAGE_BYTES)).scalar_one()
 
     async def _drive_async(self, connection: Any, op: Op) -> Any:
         """Run ``op`` statement by statement on a SQLAlchemy ``AsyncConnection``: the sync store's loop in one
@@ -292,318 +321,3 @@ class AsyncSessionStore:
             async with batch.lock:
                 batch.open = False
             self._batch.reset(token)
-
-    # -- sessions ---------------------------------------------------------------------------------------------
-
-    async def create_session(
-        self,
-        *,
-        title: str | None = None,
-        directory: str | None = None,
-        parent_id: str | None = None,
-        id: str | None = None,
-    ) -> Session:
-        return await self._run(
-            ops.create_session(now=self.clock(), title=title, directory=directory, parent_id=parent_id, id=id)
-        )
-
-    async def get_session(self, session_id: str) -> Session:
-        return await self._run(ops.get_session(session_id), write=False)
-
-    async def list_sessions(
-        self,
-        *,
-        parent_id: str | None = None,
-        limit: int | None = None,
-        include_archived: bool = True,
-        after: str | Session | None = None,
-    ) -> list[Session]:
-        """Sessions, most recently updated first (ties by id, descending). ``limit`` and ``after`` page it by
-        keyset: ``after`` is the previous page's last session, as a ``Session`` (its position as read: the
-        stable choice) or an id (its position now; ``NotFound`` when it does not exist)."""
-        return await self._run(
-            ops.list_sessions(parent_id=parent_id, limit=limit, include_archived=include_archived, after=after),
-            write=False,
-        )
-
-    async def update_session(
-        self,
-        session_id: str,
-        *,
-        title: str | None = None,
-        directory: str | None = None,
-        created_at: int | None = None,
-        updated_at: int | None = None,
-    ) -> Session:
-        """Set a session's title and/or directory (None leaves one as it is); ``created_at`` / ``updated_at``
-        (epoch ms) set the session's own times, e.g. restoring those of an imported session."""
-        return await self._run(
-            edit_ops.update_session(
-                session_id, title=title, directory=directory, now=self.clock(), created_at=created_at, updated_at=updated_at
-            )
-        )
-
-    async def rewind(self, session_id: str, message_id: str) -> int:
-        """Delete ``message_id`` and every later message of the session (parts, tool states, the compaction
-        markers they hold): the undo of an append. The next message takes the first deleted one's seq. Returns
-        how many messages were deleted."""
-        return await self._run(edit_ops.rewind(session_id, message_id, now=self.clock()))
-
-    async def resolve_session(self, prefix: str) -> str:
-        """The session id equal to or starting with ``prefix`` (an indexed range query): ``NotFound`` when none
-        does, ``InvalidInput`` naming a few candidates when several do."""
-        from .db.lookup_ops import resolve_session
-
-        return await self._run(resolve_session(prefix), write=False)
-
-    async def delete_session(self, session_id: str) -> None:
-        """Delete a session and everything in it (messages, parts, tool states, compactions, child sessions)."""
-        await self._run(ops.delete_session(session_id))
-
-    # -- messages and parts -------------------------------------------------------------------------------------
-
-    async def append_message(self, session_id: str, role: str, **fields: Any) -> Message:
-        """Append a message; ``fields`` are ``Message`` fields (parent_id, agent, mode, model_id, …)."""
-        return await self._run(ops.append_message(session_id, role, fields, now=self.clock()))
-
-    async def append_part(self, message_id: str, part: Part | dict[str, Any]) -> Part:
-        """Append a part (any of the twelve types, a model or a dict); the store assigns its id if it has none."""
-        return await self._run(ops.append_part(message_id, part, now=self.clock()))
-
-    async def append_messages(
-        self, session_id: str, messages: Sequence[MessageWithParts | dict[str, Any]]
-    ) -> list[MessageWithParts]:
-        """Append whole messages with their parts in one call and one transaction (see ``SessionStore``)."""
-        appended = await self._run(
-            bulk_ops.append_messages(session_id, messages, now=self.clock(), id_arrays=self.engine.dialect.name == "postgresql")
-        )
-        if len(appended) >= BULK_MESSAGES:
-            await self.settle(messages=len(appended))
-        return appended
-
-    async def settle(self, *, messages: int | None = None) -> bool:
-        """``SessionStore.settle``: the same flow (``brutus.db.settle_ops.settle_flow``)."""
-        from .db.settle_ops import settle_flow
-
-        if self._batch.get() is not None:  # what the batch wrote is not committed yet: its caller settles after
-            return False
-        return await adrive_flow(settle_flow(self.engine.dialect.name, messages=messages), partial(self._act, None))
-
-    async def update_tool(
-        self,
-        part_id: str,
-        *,
-        status: str,
-        output: str | None = None,
-        error: str | None = None,
-        title: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        input: dict[str, Any] | None = None,
-    ) -> ToolPart:
-        """Move a tool part along pending → running → completed | error (or pending → error)."""
-        return await self._run(
-            ops.update_tool(
-                part_id,
-                status=status,
-                output=output,
-                error=error,
-                title=title,
-                metadata=metadata,
-                input=input,
-                now=self.clock(),
-            )
-        )
-
-    async def finish_message(
-        self,
-        message_id: str,
-        *,
-        finish: str,
-        tokens: TokenCounts | dict[str, Any] | None = None,
-        cost: float = 0.0,
-        error: Any = None,
-    ) -> Message:
-        """Record how an assistant message ended, its provider-reported usage and cost."""
-        return await self._run(
-            ops.finish_message(message_id, finish=finish, tokens=tokens, cost=cost, error=error, now=self.clock())
-        )
-
-    async def messages(self, session_id: str) -> list[MessageWithParts]:
-        """The full history of a session, chronological."""
-        return await self._run(history_ops.load_messages(session_id, filtered=False), write=False)
-
-    async def filter_compacted(self, session_id: str) -> list[MessageWithParts]:
-        """The history back to the last completed compaction boundary only (outputs of pruned parts unread)."""
-        return await self._run(history_ops.load_messages(session_id, filtered=True), write=False)
-
-    # -- compaction ---------------------------------------------------------------------------------------------
-
-    async def prune(
-        self, session_id: str, config: CompactionConfig | None = None, *, dry_run: bool = False
-    ) -> PruneResult:
-        """Mark old tool outputs pruned (seed 004: protect the newest 40K estimated tokens, commit only above
-        20K), from stored estimates, in one transaction. The output text is kept. ``dry_run``: what would be
-        pruned, nothing written."""
-        op = history_ops.prune_session(session_id, config or CompactionConfig(), now=self.clock(), dry_run=dry_run)
-        return await self._run(op, write=not dry_run)
-
-    async def stats(self, session_id: str) -> SessionStats:
-        """A session's token accounting (``brutus stats``): estimates by part type and by tool, pruned parts and
-        tokens, compactions, provider-reported usage and cost; SQL aggregates, no output text read."""
-        from .db.stats_ops import session_stats
-
-        return await self._run(session_stats(session_id), write=False)
-
-    async def compact(
-        self,
-        session_id: str,
-        summarizer: Summarizer | AsyncSummarizer | None = None,
-        *,
-        trigger: CompactionTrigger = "manual",
-        instructions: str | None = None,
-        hooks: Hooks | None = None,
-        config: CompactionConfig | None = None,
-    ) -> CompactionResult:
-        """``SessionStore.compact`` for asyncio: the same flow (``brutus.compaction.engine``), the summarizer's
-        ``asummarize`` (``anthropic.AsyncAnthropic`` for ``AnthropicSummarizer``). A task cancelled mid-way
-        leaves the session as a crash would: the view as before, the pending marker resolved by the next
-        compaction."""
-        from .compaction.engine import compaction_flow
-        from .compaction.locks import async_compaction_lock
-        from .summarizers import default_summarizer
-
-        summarizer = summarizer or default_summarizer()
-        flow = compaction_flow(
-            ops.check_id("session", session_id),
-            trigger=trigger,
-            instructions=instructions,
-            hooks=hooks,
-            config=config or CompactionConfig(),
-            clock=self.clock,
-        )
-        with translate_errors():
-            async with async_compaction_lock(self.engine, session_id):
-                return await adrive_flow(flow, partial(self._act, summarizer))
-
-    async def _act(self, summarizer: Any, action: Any) -> Any:
-        """One action of a flow (``brutus.flows``), as ``SessionStore._act`` runs it: compaction, the tiers, gc,
-        check and search go through here. gc's storage steps run on a connection outside any transaction: a SQLite
-        connection's thread, or a PostgreSQL connection in autocommit."""
-        from .compaction.locks import async_compaction_lock, async_held_sessions
-        from .db import gc_ops
-
-        if isinstance(action, Tx):
-            return await self._run(action.op, write=action.write)
-        if isinstance(action, Summarize):
-            from .summarizers.fallbacks import asummarize_with_fallbacks
-
-            return await asummarize_with_fallbacks(summarizer, action.request)
-        if isinstance(action, Locked):
-            with translate_errors():
-                async with async_compaction_lock(self.engine, action.session_id):
-                    return await self._run(action.op)
-        with translate_errors():
-            if isinstance(action, HeldLocks):
-                return await async_held_sessions(self.engine, action.session_ids)
-            if self._workers is not None:
-                worker = self._workers.take()
-                try:
-                    if isinstance(action, Vacuum):
-                        return await worker.call(gc_ops.sqlite_vacuum, 0 if action.full else action.pages)
-                    return await worker.call(gc_ops.sqlite_storage_bytes, self.engine.url.database)
-                finally:
-                    await self._workers.give_back(worker)
-            async with self.engine.connect() as connection:
-                if isinstance(action, Vacuum):
-                    await connection.execution_options(isolation_level="AUTOCOMMIT")
-                    await connection.exec_driver_sql(gc_ops.pg_vacuum(action.full))
-                    return None
-                return (await connection.exec_driver_sql(gc_ops.PG_STORAGE_BYTES)).scalar_one()
-
-    async def run_tiers(
-        self, session_id: str, summarizer: Summarizer | None = None, config: TierConfig | None = None
-    ) -> TierRunReport:
-        """``SessionStore.run_tiers`` for asyncio: the same flow (``brutus.tiers.manager.tier_flow``), each summary
-        from the summarizer's ``asummarize`` (or its ``summarize`` in a worker thread) and written in a
-        transaction of its own, under the session's compaction lock."""
-        from .compaction.locks import async_compaction_lock
-        from .summarizers import default_summarizer
-        from .tiers.manager import Append, StrategyManager
-
-        if self._batch.get() is not None:
-            raise InvalidInput("run_tiers cannot run inside store.batch(): each summary commits on its own")
-        summarizer = summarizer or default_summarizer()
-        manager = StrategyManager(config)
-
-        async def act(action: Any) -> Any:
-            if not isinstance(action, Append):
-                return await self._act(summarizer, action)
-            async with self.batch():
-                fields = action.summary.message_fields()
-                message = await self.append_message(session_id, "assistant", **fields, completed_at=self.clock())
-                part = await self.append_part(message.id, TextPart(text=action.summary.text))
-            return MessageWithParts(info=message, parts=[part])
-
-        with translate_errors():
-            async with async_compaction_lock(self.engine, session_id):
-                flow = manager.flow(await self.filter_compacted(session_id), session_id=session_id)
-                return await adrive_flow(flow, act)
-
-    def conversation(self, session_id: str, *, model: str, **settings: Any) -> Any:
-        """An ``AsyncConversation`` over this store (see ``SessionStore.conversation``)."""
-        from .live import AsyncConversation
-
-        return AsyncConversation(self, session_id, model=model, **settings)
-
-    async def compactions(self, session_id: str) -> list[CompactionRecord]:
-        """The compaction markers of a session, oldest first (pending, completed and failed)."""
-        return await self._run(list_compactions(session_id), write=False)
-
-    async def search(
-        self,
-        query: str,
-        *,
-        session_id: str | None = None,
-        role: str | None = None,
-        tool: str | None = None,
-        since: int | None = None,
-        limit: int = 50,
-    ) -> list[SearchHit]:
-        """``SessionStore.search``: full-text search over every session's whole history, newest first (on
-        SQLite, indexing what was written since first, as the sync store does)."""
-        from .db.search_ops import search_flow
-
-        flow = search_flow(
-            query,
-            dialect=self.engine.dialect.name,
-            index=not self.read_only,
-            session_id=session_id,
-            role=role,
-            tool=tool,
-            since=since,
-            limit=limit,
-        )
-        return await adrive_flow(flow, partial(self._act, None))
-
-    # -- maintenance ----------------------------------------------------------------------------------------------
-
-    async def check(self, *, repair: bool = False) -> CheckReport:
-        """``SessionStore.check``: the same flow (``brutus.db.check_ops.check_flow``)."""
-        from .db.check_ops import check_flow
-
-        if self._batch.get() is not None:
-            raise InvalidInput("check cannot run inside store.batch(): it reads the whole database, repairs commit")
-        flow = check_flow(repair=repair, read_only=self.read_only, clock=self.clock)
-        return await adrive_flow(flow, partial(self._act, None))
-
-    async def gc(self, before: int, *, dry_run: bool = False, vacuum: bool = False) -> GcResult:
-        """``SessionStore.gc``: the same flow (``brutus.db.gc_ops.gc_flow``), VACUUM on a connection outside any
-        transaction (``_act``)."""
-        from .db.gc_ops import gc_flow
-
-        if self._batch.get() is not None:
-            raise InvalidInput("gc cannot run inside store.batch(): it commits chunk by chunk, VACUUM outside any transaction")
-        flow = gc_flow(before, dry_run=dry_run, dialect=self.engine.dialect.name, vacuum=vacuum)
-        async with self._indexer.paused() if self._indexer is not None else nullcontext():  # no snapshot during gc
-            return await adrive_flow(flow, partial(self._act, None))
-

@@ -1,52 +1,88 @@
-"""Multi-step flows: what a compaction, a tier run, gc, check or a search does, written once and run by both
-stores.
+"""How brutus runs anything that touches a database: work declared once, run by a sync or an async runner.
 
-A flow is a generator that yields **actions** and is sent each action's outcome; it never sees a connection,
-a summarizer or an event loop. Compaction (``brutus.compaction.engine.compaction_flow``), the tiers
-(``brutus.tiers.manager.tier_flow``), gc (``brutus.db.gc_ops.gc_flow``), check
-(``brutus.db.check_ops.check_flow``) and search (``brutus.db.search_ops.search_flow``) are flows. The
-actions:
+**Work** is one action, or a flow: a generator that yields actions and is sent each action's outcome. Work
+never sees a connection, a summarizer's client or an event loop, so it is written once for both stores.
+Every public method of the stores (``brutus.calls.StoreCalls``) and of the live conversations
+(``brutus.live.conversation``) returns its work; compaction (``brutus.compaction.engine.compaction_flow``),
+the tiers (``brutus.tiers.manager.tier_flow``), gc, check, search and settle (``brutus.db.*_ops``) are flows.
 
-- ``Tx(op, write)``: a database operation (``brutus.db.*_ops``) in a transaction of its own; the outcome is
-  what the operation returns.
-- ``Summarize(request)``: the summarizer with its fallbacks (``brutus.summarizers.fallbacks``); the outcome is
-  ``(summary, fallback)``.
-- ``Vacuum(full)`` and ``StorageBytes()``: gc's storage steps, outside any transaction (``brutus.db.gc_ops``);
-  ``StorageBytes`` checkpoints SQLite's WAL (TRUNCATE) before it measures.
-- ``Locked(session_id, op)``: ``op`` in a write transaction while holding the session's compaction lock
+The actions:
+
+- ``Tx(op, write)``: a database operation (``brutus.db.*_ops``) in a transaction of its own, or in the
+  batch's inside ``store.batch()``; the outcome is what the operation returns.
+- ``Summarize(request, summarizer)``: the summarizer with its fallbacks (``brutus.summarizers.fallbacks``);
+  the outcome is ``(summary, fallback)``.
+- ``Locked(session_id, work)``: ``work`` run while holding the session's compaction lock
   (``brutus.compaction.locks``); ``CompactionInProgress`` if another caller holds it.
 - ``HeldLocks(session_ids)``: which of them some process holds the compaction lock of now.
-- a flow may define its own (the tiers' ``Append``).
+- ``Vacuum(full, pages)`` and ``StorageBytes()``: gc's storage steps, outside any transaction
+  (``brutus.db.gc_ops``); ``StorageBytes`` checkpoints SQLite's WAL (TRUNCATE) before it measures.
+- ``InBatch()``: whether the work runs inside ``store.batch()``.
+- ``Unindexed(work)``: ``work`` with the store's background indexer paused (no snapshot held meanwhile).
 
-``drive_flow(flow, handle)`` (sync store) and ``adrive_flow(flow, handle)`` (async store) run a flow: each
-action goes to ``handle``; what it returns is sent back, what it raises is thrown into the flow, which may
-catch it (a compaction marks its marker failed, then raises again). The flow's return value is theirs. An
-async run that is cancelled closes the flow instead: nothing more is written, as after a crash.
+A runner (``SessionStore.run``, ``AsyncSessionStore.run``) does each action. ``drive_flow(flow, do)`` and its
+async twin ``adrive_flow`` are the only loops over a flow: each action goes to ``do``; what it returns is sent
+back, what it raises is thrown into the flow, which may catch it (a compaction marks its marker failed, then
+raises again). The flow's return value is theirs. An async run that is cancelled closes the flow instead:
+nothing more is written, as after a crash.
+
+``Runs`` binds work to a runner: a class declares each public method once, as a ``@work`` method returning
+its work, and its subclasses ``Runs, mode="sync"`` / ``mode="async"`` get that method as a plain or an
+``async def`` with the same name, signature and docstring, running the work on ``self.run``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from functools import wraps
+from typing import Any, Literal, TypeVar
 
-from .db.statements import Op
+from .errors import InvalidInput
 
-__all__ = ["HeldLocks", "Locked", "StorageBytes", "Summarize", "Tx", "Vacuum", "adrive_flow", "drive_flow"]
+__all__ = [
+    "HeldLocks",
+    "InBatch",
+    "Locked",
+    "Runs",
+    "StorageBytes",
+    "Summarize",
+    "Tx",
+    "Unindexed",
+    "Vacuum",
+    "adrive_flow",
+    "drive_flow",
+    "unbatched",
+    "work",
+]
 
 T = TypeVar("T")
+Flow = Generator[Any, Any, T]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tx:
-    op: Op
+    op: Any  # brutus.db.statements.Op
     write: bool = True
 
 
 @dataclass(frozen=True)
 class Summarize:
     request: Any  # brutus.summarizers.SummaryRequest
+    summarizer: Any = None  # a Summarizer (or AsyncSummarizer)
+
+
+@dataclass(frozen=True)
+class Locked:
+    session_id: str
+    work: Any  # an action or a flow
+
+
+@dataclass(frozen=True)
+class HeldLocks:
+    session_ids: set[str]
 
 
 @dataclass(frozen=True)
@@ -61,22 +97,21 @@ class StorageBytes:
 
 
 @dataclass(frozen=True)
-class Locked:
-    session_id: str
-    op: Op
+class InBatch:
+    pass
 
 
 @dataclass(frozen=True)
-class HeldLocks:
-    session_ids: set[str]
+class Unindexed:
+    work: Any  # an action or a flow
 
 
-def drive_flow(flow: Generator[Any, Any, T], handle: Callable[[Any], Any]) -> T:
-    """Run ``flow``, each action through ``handle`` (see the module docstring)."""
+def drive_flow(flow: Flow[T], do: Callable[[Any], Any]) -> T:
+    """Run ``flow``, each action through ``do`` (see the module docstring)."""
     done, value = _advance(flow.send, None)  # a new generator: send(None) starts it
     while not done:
         try:
-            outcome = handle(value)
+            outcome = do(value)
         except BaseException as exc:
             done, value = _advance(flow.throw, exc)
         else:
@@ -84,12 +119,12 @@ def drive_flow(flow: Generator[Any, Any, T], handle: Callable[[Any], Any]) -> T:
     return value
 
 
-async def adrive_flow(flow: Generator[Any, Any, T], handle: Callable[[Any], Awaitable[Any]]) -> T:
-    """``drive_flow`` for asyncio: ``handle`` is awaited; a cancelled run closes the flow."""
+async def adrive_flow(flow: Flow[T], do: Callable[[Any], Awaitable[Any]]) -> T:
+    """``drive_flow`` for asyncio: ``do`` is awaited; a cancelled run closes the flow."""
     done, value = _advance(flow.send, None)  # a new generator: send(None) starts it
     while not done:
         try:
-            outcome = await handle(value)
+            outcome = await do(value)
         except asyncio.CancelledError:
             flow.close()  # as a crash: nothing more is written
             raise
@@ -107,3 +142,54 @@ def _advance(resume: Callable[[Any], Any], value: Any) -> tuple[bool, Any]:
         return False, resume(value)
     except StopIteration as stop:
         return True, stop.value
+
+
+def unbatched(why: str, work: Any) -> Flow[Any]:
+    """``work`` (an action or a flow), refused with ``InvalidInput(why)`` inside ``store.batch()``."""
+    if (yield InBatch()):
+        raise InvalidInput(why)
+    return (yield from work) if inspect.isgenerator(work) else (yield work)
+
+
+def work(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Declare a public method once: it returns its work, which each ``Runs`` subclass runs its own way."""
+    method.__brutus_work__ = True  # type: ignore[attr-defined]
+    return method
+
+
+class Runs:
+    """A class whose ``@work`` methods run on ``self.run``: declared once, bound per runner (module docstring).
+
+    ``class SessionStore(StoreCalls, mode="sync")`` gets each ``@work`` method as ``self.run(work)``;
+    ``mode="async"`` as ``await self.run(work)``."""
+
+    def __init_subclass__(cls, mode: Literal["sync", "async"] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if mode is None:
+            return
+        bind = _bind_sync if mode == "sync" else _bind_async
+        for name in dir(cls):
+            declared = inspect.getattr_static(cls, name)
+            if getattr(declared, "__brutus_work__", False):  # the nearest definition is a declaration
+                setattr(cls, name, bind(declared))
+
+    def run(self, work: Any) -> Any:  # pragma: no cover - every runner defines it
+        raise NotImplementedError
+
+
+def _bind_sync(declared: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(declared)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.run(declared(self, *args, **kwargs))
+
+    del method.__brutus_work__  # copied by wraps: a bound method is not a declaration
+    return method
+
+
+def _bind_async(declared: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(declared)
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self.run(declared(self, *args, **kwargs))
+
+    del method.__brutus_work__
+    return method

@@ -33,6 +33,7 @@ from brutus.db.tables import CompactionRow, MessageRow, PartRow, SessionRow, Too
 from brutus.history import completed_compactions, filter_compacted
 from brutus.store import SessionStore
 from brutus.tokens import estimate_tokens
+from brutus.flows import Tx
 
 __all__ = ["TABLES", "dump", "integrity_problems", "normalize"]
 
@@ -180,7 +181,7 @@ def integrity_problems(store: SessionStore, sessions: list[str] | None = None) -
         boundary = history[done[-1].user_index].info.id if done else None
         if s.boundary_message_id != boundary:
             problems.append(f"session {session_id}: boundary_message_id {s.boundary_message_id}, the rules say {boundary}")
-    report = store._run(check_database(), write=False)  # as `brutus check` runs it
+    report = store.run(Tx(check_database(), write=False))  # as `brutus check` runs it
     problems += [f"brutus check: {p.kind} {p.session_id} {p.row_id}: {p.detail}" for p in report.problems if p.kind != "pending-compaction"]
     return problems
 

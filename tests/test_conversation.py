@@ -15,6 +15,7 @@ from brutus import ContextPolicy, InvalidInput, SessionStore
 from brutus.db import statements as st
 from brutus.live.render import BINDING_BETA, render_messages, without_cache_control
 from brutus.testing import FakeMessagesAPI, Reply
+from brutus.flows import Tx
 
 from live_helpers import EVERY_BLOCK, MODEL, SYSTEM, THINKING, TOOLS, assistant_blocks, breakpoints, client, response
 
@@ -465,7 +466,7 @@ def test_stats_give_a_live_sessions_cost_and_cache_reads(store: SessionStore) ->
     conv.request()
     second = conv.record(response([{"type": "text", "text": "b"}], usage={"input_tokens": 50, "output_tokens": 10,
                                    "cache_read_input_tokens": 1_000, "cache_creation_input_tokens": 50}))
-    stats = store._run(session_stats(conv.session_id), write=False)
+    stats = store.run(Tx(session_stats(conv.session_id), write=False))
     assert stats.cost == pytest.approx(first.cost + second.cost)
     assert stats.cost == pytest.approx((150 * 5 + 20 * 25 + 950 * 6.25 + 1_000 * 0.5) / 1e6)
     assert stats.cache_read_share == pytest.approx(round(1_000 / (150 + 1_000 + 950), 4))

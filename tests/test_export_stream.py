@@ -19,6 +19,7 @@ from brutus.db import history_ops
 from brutus.db.history_ops import consistent_reads, history_in_chunks
 from brutus.importers.export import dumps, export_opencode, write_export
 from brutus.markdown import to_markdown
+from brutus.flows import Tx
 
 from builders import Msg, Tool, write_history
 from cli_helpers import run
@@ -136,7 +137,7 @@ def test_the_chunks_are_read_in_one_snapshot(store_url: str) -> None:
             yield from consistent_reads(store.engine.dialect.name)
             return (yield from history_in_chunks(session_id, on_chunk))
 
-        assert store._run(op(), write=False) == 10 and seen == list(range(1, 11))
+        assert store.run(Tx(op(), write=False)) == 10 and seen == list(range(1, 11))
         assert len(store.messages(session_id)) == 11
 
 

@@ -93,7 +93,7 @@ def test_gc_commits_chunk_by_chunk_and_keeps_the_wal_to_one_chunk(store_url: str
     seen: list[tuple[str, int]] = []
 
     def handle(action: Any) -> Any:  # the store's own handler; what each action leaves in the WAL
-        outcome = store._act(None, action)
+        outcome = store.run(action)
         wal = os.path.getsize(f"{path}-wal") if path and os.path.exists(f"{path}-wal") else 0
         seen.append((type(action).__name__, wal))
         return outcome
@@ -134,7 +134,7 @@ def test_gc_gives_free_pages_back_on_an_incremental_file(tmp_path: Path, monkeyp
     steps: list[Any] = []
     result = drive_flow(
         gc_ops.gc_flow(BEFORE, dry_run=False, dialect="sqlite"),
-        lambda action: steps.append(action) or store._act(None, action),
+        lambda action: steps.append(action) or store.run(action),
     )
     store.close()
     assert (result.parts, result.vacuumed, result.bytes_free, result.bytes_reusable) == (8, False, 0, 0)

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from brutus import MessageWithParts, SessionStore, TextPart, import_file
 from brutus.db import statements as st
 from brutus.db.convert import build_history, message_from_row, part_from_row, reuse_history
+from brutus.flows import Tx
 
 HOSTILE = "nul\x00 lone\ud800 low\udfff esc\ue000 \ue0000 \ue000s0041 crlf\r\n emoji🤖 \\ue000 \\u0000"
 
@@ -205,7 +206,7 @@ def test_a_pruned_output_is_not_read_by_filter_compacted(store: SessionStore) ->
     with store.batch():
         from brutus.db.history_ops import mark_pruned
 
-        store._run(mark_pruned([tool.id], now=7))
+        store.run(Tx(mark_pruned([tool.id], now=7)))
     full = store.messages(session_id)[1].parts[0]
     view = store.filter_compacted(session_id)[1].parts[0]
     assert full.state.output == "big" and full.state.time.compacted == 7

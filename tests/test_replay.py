@@ -25,6 +25,7 @@ from brutus.replay import ReplayReport, load_recording, replay, replay_file, rep
 from brutus.replay_meter import RecordedCalls, Usage, measure_view
 from brutus.store import SessionStore
 from brutus.summarizers import ExtractiveSummarizer, Summary
+from brutus.flows import Tx
 from cli_helpers import run as run_cli
 
 def run(*args: str, code: str | None = None) -> Any:
@@ -124,9 +125,9 @@ def test_replay_prunes_and_compacts_a_real_session(store: SessionStore, name: st
     stored_states = Counter(p.state.status for m in full for p in m.parts if p.type == "tool")
     assert stored_states == recorded_states
 
-    stats = store._run(session_stats(report.session_id), write=False)
+    stats = store.run(Tx(session_stats(report.session_id), write=False))
     assert stats.pruned_tokens == report.pruned_tokens  # prunes and compactions' own: one figure, both counts
-    assert store._run(check_database(), write=False).problems == []
+    assert store.run(Tx(check_database(), write=False)).problems == []
     view = store.filter_compacted(report.session_id)
     assert len(view) == report.final_view_messages
     validate_anthropic(to_anthropic(view))

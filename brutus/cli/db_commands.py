@@ -27,7 +27,7 @@ def _migrate(db: str | None, direction: str, revision: str) -> None:
     """Upgrade (which may create the database) or downgrade (which needs one) to ``revision``."""
     from ..db import migrate
     from ..db.engine import describe
-    from ..store import translate_errors
+    from ..db.runner import translate_errors
 
     url, engine = _engine(db, create=direction == "upgrade")
     try:
@@ -60,7 +60,7 @@ def _status(db: str | None) -> dict:
     """The revision of an existing database, read without creating or changing anything."""
     from ..db import migrate
     from ..db.engine import describe, redact
-    from ..store import translate_errors
+    from ..db.runner import translate_errors
 
     url, engine = _engine(db, create=False, read_only=True)
     try:

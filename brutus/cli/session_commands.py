@@ -131,6 +131,7 @@ def _show_full(store: Any, session_id: str, *, markdown: bool, as_json: bool, fu
     """``show --full``: the history read in chunks in one read transaction (``history_ops.history_in_chunks``),
     each printed or written as it comes; the same output as the whole history printed at once."""
     from ..db.history_ops import consistent_reads, history_in_chunks
+    from ..flows import Tx
     from .output import history_json, print_history
 
     def read(on_chunk: Any, on_session: Any = None) -> int:
@@ -138,7 +139,7 @@ def _show_full(store: Any, session_id: str, *, markdown: bool, as_json: bool, fu
             yield from consistent_reads(store.engine.dialect.name)
             return (yield from history_in_chunks(session_id, on_chunk, on_session=on_session))
 
-        return store._run(op(), write=False)
+        return store.run(Tx(op(), write=False))
 
     if not markdown and not as_json:
         read(lambda entries: print_history(entries, full_text=full_text))

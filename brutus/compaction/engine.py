@@ -1,8 +1,8 @@
 """One compaction, start to finish, written once for the sync and async stores.
 
 ``compaction_flow`` is a flow (``brutus.flows``) over two kinds of action: ``Tx`` (run this store operation in
-its own transaction) and ``Summarize`` (ask the summarizer, with fallbacks). The store runs it under the
-session's compaction lock. The order — load the view, begin marker, plan, hooks, summarize (outside any transaction),
+its own transaction) and ``Summarize`` (ask the summarizer, with fallbacks). ``compaction`` is what
+``store.compact`` and a live conversation run: the flow under the session's compaction lock (``Locked``). The order — load the view, begin marker, plan, hooks, summarize (outside any transaction),
 final transaction, hooks — is what makes a crash at any point leave the history loading as before:
 nothing the model sees is written until the final transaction commits.
 
@@ -19,11 +19,12 @@ from ..db import compaction_ops, history_ops
 from ..errors import CompactionStalled, InvalidInput, NothingToCompact
 from ..models import CompactionConfig, CompactionResult
 from ..estimates import has_conversation_messages
-from ..flows import Summarize, Tx
+from ..flows import Locked, Summarize, Tx
+from ..db.ops import check_id
 from . import plan
 from .hooks import Hooks
 
-__all__ = ["Summarize", "TRIGGERS", "Tx", "compaction_flow"]
+__all__ = ["TRIGGERS", "compaction", "compaction_flow"]
 
 TRIGGERS = ("auto", "manual", "overflow")
 
@@ -31,9 +32,37 @@ TRIGGERS = ("auto", "manual", "overflow")
 Flow = Generator[Tx | Summarize, Any, CompactionResult]
 
 
+def compaction(
+    session_id: str,
+    summarizer: Any = None,
+    *,
+    trigger: str = "manual",
+    instructions: str | None = None,
+    hooks: Hooks | None = None,
+    config: CompactionConfig | None = None,
+    clock: Any,
+) -> Locked:
+    """The work of ``store.compact``: ``compaction_flow`` holding the session's compaction lock; the summarizer
+    defaults to ``brutus.summarizers.default_summarizer()``."""
+    from ..summarizers import default_summarizer
+
+    session_id = check_id("session", session_id)
+    flow = compaction_flow(
+        session_id,
+        summarizer=summarizer or default_summarizer(),
+        trigger=trigger,
+        instructions=instructions,
+        hooks=hooks,
+        config=config or CompactionConfig(),
+        clock=clock,
+    )
+    return Locked(session_id, flow)
+
+
 def compaction_flow(
     session_id: str,
     *,
+    summarizer: Any,
     trigger: str,
     instructions: str | None,
     hooks: Hooks | None,
@@ -71,7 +100,7 @@ def compaction_flow(
             max_tokens=config.summary_max_tokens,
         )
         request = shrink_request(request, config.summarizer_context)
-        summary, fallback = yield Summarize(request)
+        summary, fallback = yield Summarize(request, summarizer)
         post = plan.post_tokens(summary.text, prepared.tail)
         stalled = plan.stall_reason(pre, post, config)
         if stalled:

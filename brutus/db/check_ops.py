@@ -240,7 +240,7 @@ def check_flow(*, repair: bool, read_only: bool, clock: Callable[[], int]) -> Ge
             raise InvalidInput("check --repair needs a store that can write (this one is read-only)")
         for session_id in sorted((yield Tx(sessions_with_pending(), write=False))):
             try:
-                repairs += yield Locked(session_id, fail_abandoned(session_id, now=clock()))
+                repairs += yield Locked(session_id, Tx(fail_abandoned(session_id, now=clock())))
             except CompactionInProgress:
                 continue  # running: left alone
         repairs += yield Tx(repair_database())

@@ -36,6 +36,7 @@ from typing import IO, Any, NamedTuple
 
 from ..models import Message, MessageWithParts, Part, Session
 from ..store import SessionStore
+from ..flows import Tx
 from .fields import JSON, merge
 from .opencode import NAMESPACE
 from .plan import history_times
@@ -194,7 +195,7 @@ def write_export(store: SessionStore, session_id: str, out: IO[bytes], *, childr
         raise AssertionError("an export with ensure_ascii always encodes")
 
     try:
-        count = store._run(op(), write=False)
+        count = store.run(Tx(op(), write=False))
         if not seekable:
             target.seek(start)
             shutil.copyfileobj(target, out)

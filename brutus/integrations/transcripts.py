@@ -39,6 +39,7 @@ from ..db import statements as st
 from ..db.statements import M, Op, step
 from ..db.tables import TranscriptEntryRow, TranscriptRow
 from ..errors import InvalidInput
+from ..flows import Tx
 
 __all__ = [
     "ItemsAt",
@@ -113,7 +114,7 @@ class NewEntry:
 async def run(store: Any, op: Op, *, write: bool = True) -> Any:
     """Run an operation of this module on ``store`` (an ``AsyncSessionStore``), in its current batch if one
     is open. Operations on brutus's own tables run as the store's methods do, through its runner."""
-    return await store._run(op, write=write)
+    return await store.run(Tx(op, write=write))
 
 
 # -- statements --------------------------------------------------------------------------------------------

@@ -1,8 +1,7 @@
 """Live agents on the Anthropic Messages API: record responses losslessly, render requests append-only, and
 run the context policy (prune, compact, recover) as a library call."""
 
-from .aconversation import AsyncConversation
-from .conversation import Conversation
+from .conversation import AsyncConversation, Conversation
 from .core import RequestStats, is_prompt_too_long
 from .policy import ContextPolicy, plan_request
 

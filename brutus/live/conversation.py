@@ -19,33 +19,31 @@
             break
 
 The rules are in ``core.py`` (what is stored), ``render.py`` (what is sent), ``policy.py`` (when it prunes
-and compacts) and ``flows.py`` (the order of each call's steps, which this class runs on its store).
-``AsyncConversation`` is the same over ``AsyncSessionStore``.
+and compacts) and ``flows.py`` (the order of each call's steps). ``ConversationCalls`` declares each method
+once, returning its flow; ``Conversation`` runs it on a ``SessionStore`` and ``AsyncConversation`` awaits it
+on an ``AsyncSessionStore`` (for ``anthropic.AsyncAnthropic``), as the stores bind ``brutus.calls``
+(``brutus.flows.Runs``). Nothing here imports a store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..db.history_ops import load_messages
+from ..flows import Runs, work
 from ..models import Message, MessageWithParts
 from . import flows
 from .core import ConversationState, RequestStats
 
-if TYPE_CHECKING:
-    from ..store import SessionStore
-
-__all__ = ["Conversation"]
+__all__ = ["AsyncConversation", "Conversation", "ConversationCalls"]
 
 
-class Conversation:
+class ConversationCalls(Runs):
     """A session driven live against the Messages API (see the module docstring)."""
 
-    def __init__(self, store: SessionStore, session_id: str, *, model: str, **settings: Any) -> None:
+    def __init__(self, store: Any, session_id: str, *, model: str, **settings: Any) -> None:
         self.store = store
         self.state = ConversationState(session_id=session_id, model=model, **settings)
-        store.get_session(session_id)  # NotFound now, not at the first request
 
     @property
     def session_id(self) -> str:
@@ -57,66 +55,56 @@ class Conversation:
         message, thinking stripped or dropped, prune, compaction or why not)."""
         return self.state.last
 
-    def view(self) -> list[MessageWithParts]:
-        return self.store.filter_compacted(self.session_id)
+    def run(self, work: Any) -> Any:
+        return self.store.run(work)
 
+    @work
+    def view(self) -> list[MessageWithParts]:
+        """The session's view (``filter_compacted``)."""
+        return flows.view(self.state)
+
+    @work
     def user(self, content: str | list[dict[str, Any]]) -> Message:
         """Store a user turn (a string or Anthropic content blocks)."""
-        return self._run(flows.user(self.state, content))
+        return flows.user(self.state, self.store, content)
 
+    @work
     def request(self) -> dict[str, Any]:
         """The policy first (pending / reactive / threshold compaction, prune as configured), then the
         keyword arguments for ``client.beta.messages.stream`` or ``.create``."""
-        return self._run(flows.request(self.state, self.store.clock()))
+        return flows.request(self.state, self.store)
 
+    @work
     def record(self, response: Any) -> Message:
         """Store a response (an SDK ``Message`` / ``BetaMessage`` or its dict) whole, in one transaction."""
-        return self._run(flows.record(self.state, response, self.store.clock()))
+        return flows.record(self.state, self.store, response)
 
+    @work
     def tool_results(self, results: Sequence[Mapping[str, Any]]) -> Message:
         """Complete the newest response's tool calls: ``[{"tool_use_id", "content", "is_error"}]``, content a
         string or content blocks. All of them in one transaction; a result that answers no open call writes
         nothing."""
-        return self._run(flows.tool_results(self.state, results))
+        return flows.tool_results(self.state, self.store, results)
 
+    @work
     def pending_calls(self) -> list[dict[str, Any]]:
         """The newest response's ``tool_use`` blocks still waiting for results (what a resumed agent runs)."""
-        return self.state.pending_calls(self.view())
+        return flows.pending_calls(self.state)
 
+    @work
     def recover(self, error: BaseException) -> bool:
         """After the provider refused the prompt as too long: compact (trigger ``overflow``) and return True
         to send ``request()`` again; False when it cannot help (another error, or a compaction that stalled)."""
-        return self._run(flows.recover(self.state, error))
+        return flows.recover(self.state, self.store, error)
 
-    def _run(self, flow: flows.Flow) -> Any:
-        """Run a flow's store actions, sending each outcome (or error) back into it."""
-        try:
-            action = next(flow)
-            while True:
-                try:
-                    outcome = self._do(action)
-                except Exception as exc:  # noqa: BLE001  the flow decides what it handles
-                    action = flow.throw(exc)
-                else:
-                    action = flow.send(outcome)
-        except StopIteration as stop:
-            return stop.value
 
-    def _do(self, action: Any) -> Any:
-        store, session_id = self.store, self.session_id
-        if isinstance(action, flows.Load):  # filter_compacted, reusing the unchanged messages of the last load
-            return store._run(load_messages(session_id, filtered=True, reuse=self.state.loaded), write=False)
-        if isinstance(action, flows.Compactions):
-            return store.compactions(session_id)
-        if isinstance(action, flows.Prune):
-            return store.prune(session_id, action.config)
-        if isinstance(action, flows.Compact):
-            summarizer = self.state.summarizer_for(action.prefix)
-            return store.compact(session_id, summarizer, trigger=action.trigger, config=action.config)
-        if isinstance(action, flows.Append):
-            return store.append_messages(session_id, action.items)
-        assert isinstance(action, flows.Updates)
-        with store.batch():
-            for part_id, fields in action.calls:
-                store.update_tool(part_id, **fields)
-        return None
+class Conversation(ConversationCalls, mode="sync"):
+    """``ConversationCalls`` on a ``SessionStore``: an unknown session is ``NotFound`` when it is made."""
+
+    def __init__(self, store: Any, session_id: str, *, model: str, **settings: Any) -> None:
+        super().__init__(store, session_id, model=model, **settings)
+        store.get_session(session_id)  # NotFound now, not at the first request
+
+
+class AsyncConversation(ConversationCalls, mode="async"):
+    """``ConversationCalls`` on an ``AsyncSessionStore``: every call awaitable."""

@@ -1,85 +1,91 @@
 """What each ``Conversation`` call does, written once for the sync and async classes.
 
-Each call is a generator over store actions: it yields an action, the class runs it on its store (awaiting it
-on ``AsyncSessionStore``) and sends the outcome back; an error is thrown back in. So the order of reads,
-writes and policy steps lives here, and the two classes only run actions (``Conversation._run``).
+Each call is a flow (``brutus.flows``): it yields the store's actions — ``Tx`` of a database operation,
+``Locked`` compaction (``brutus.compaction.engine.compaction``), the append flow of ``append_messages`` — and
+its class runs it on its store (``store.run``), awaiting it on ``AsyncSessionStore``; an error is thrown
+back in. So the order of reads, writes and policy steps lives here, and the classes only declare the calls.
+``store`` is only read for its ``clock`` and ``dialect``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..compaction.engine import compaction
+from ..db import ops
+from ..db.compaction_ops import list_compactions
+from ..db.history_ops import load_messages, prune_session
+from ..db.settle_ops import append_flow
 from ..errors import CompactionStalled
+from ..flows import Tx
 from ..ids import new_id
-from ..models import CompactionConfig, Message, MessageWithParts
+from ..models import Message, MessageWithParts
 from .blocks import KEY
 from .core import ConversationState, RequestStats, is_prompt_too_long
 
-__all__ = ["Append", "Compact", "Compactions", "Flow", "Load", "Prune", "Updates", "recover", "record", "request", "tool_results", "user"]
-
-
-class Load(NamedTuple):
-    """The session's view (``filter_compacted``)."""
-
-
-class Compactions(NamedTuple):
-    """The session's compaction markers."""
-
-
-class Prune(NamedTuple):
-    config: CompactionConfig
-
-
-class Compact(NamedTuple):
-    trigger: str
-    config: CompactionConfig
-    prefix: dict[str, Any]  # what the next request would send: a summarizer that can, extends it (cache reads)
-
-
-class Append(NamedTuple):
-    """``append_messages`` of these items, one transaction."""
-
-    items: list[dict[str, Any]]
-
-
-class Updates(NamedTuple):
-    """``update_tool`` calls ``(part_id, fields)``, one transaction."""
-
-    calls: list[tuple[str, dict[str, Any]]]
-
+__all__ = ["Flow", "pending_calls", "recover", "record", "request", "tool_results", "user", "view"]
 
 Flow = Generator[Any, Any, Any]
 
 
-def user(state: ConversationState, content: Any) -> Flow:
-    appended = yield Append([state.user_message(content)])
+def _load(state: ConversationState) -> Tx:
+    """The session's view (``filter_compacted``), reusing the unchanged messages of the last load."""
+    return Tx(load_messages(state.session_id, filtered=True, reuse=state.loaded), write=False)
+
+
+def _append(state: ConversationState, store: Any, items: list[dict[str, Any]]) -> Flow:
+    """``append_messages`` of these items, one transaction."""
+    return append_flow(state.session_id, items, now=store.clock(), dialect=store.dialect)
+
+
+def _update_tools(calls: list[tuple[str, dict[str, Any]]], clock: Any) -> Any:
+    """``update_tool`` calls ``(part_id, fields)``, one operation (one transaction)."""
+    unset = dict.fromkeys(("output", "error", "title", "metadata", "input"))
+    for part_id, fields in calls:
+        yield from ops.update_tool(part_id, **{**unset, **fields}, now=clock())
+
+
+def view(state: ConversationState) -> Flow:
+    return (yield Tx(load_messages(state.session_id, filtered=True), write=False))
+
+
+def pending_calls(state: ConversationState) -> Flow:
+    return state.pending_calls((yield from view(state)))
+
+
+def user(state: ConversationState, store: Any, content: Any) -> Flow:
+    appended = yield from _append(state, store, [state.user_message(content)])
     state.parent_id = appended[0].info.id
     return appended[0].info
 
 
-def request(state: ConversationState, now: int) -> Flow:
+def request(state: ConversationState, store: Any) -> Flow:
     """The policy first (pending / reactive / threshold compaction, prune as configured), then the render."""
+    now = store.clock()
     state.last = RequestStats()
-    view = yield Load()
-    pending = any(c.status == "pending" for c in (yield Compactions()))
+    view = yield _load(state)
+    pending = any(c.status == "pending" for c in (yield Tx(list_compactions(state.session_id), write=False)))
     plan = state.plan(view, pending=pending, now=now)
     if plan.prune:
-        state.last.pruned = (yield Prune(state.policy.compaction_config())).pruned
+        prune = prune_session(state.session_id, state.policy.compaction_config(), now=store.clock(), dry_run=False)
+        state.last.pruned = (yield Tx(prune)).pruned
         if state.last.pruned:
-            view = yield Load()
+            view = yield _load(state)
     if plan.compact and (not plan.compact_if_still_over or state.still_over(view)):
-        view = yield from _compact(state, view, plan.compact, pending=pending)
+        view = yield from _compact(state, store, view, plan.compact, pending=pending)
     rendered, kwargs = state.render(view)
     if state.needs_continue(rendered):  # a view ending with the assistant: the turn goes on from a user message
-        yield Append([state.continue_message()])
-        view = yield Load()
+        yield from _append(state, store, [state.continue_message()])
+        view = yield _load(state)
         rendered, kwargs = state.render(view)
     state.last.tokens_after = state.measure(view)
     return kwargs
 
 
-def _compact(state: ConversationState, view: list[MessageWithParts], trigger: str, *, pending: bool = False) -> Flow:
+def _compact(
+    state: ConversationState, store: Any, view: list[MessageWithParts], trigger: str, *, pending: bool = False
+) -> Flow:
     """Compact, or record why not (``last.stalled``): a stall never leaves the flow as an exception. A view
     too small to gain is not sent to the summarizer, unless a pending marker must be resolved."""
     state.overflow = False
@@ -87,24 +93,27 @@ def _compact(state: ConversationState, view: list[MessageWithParts], trigger: st
         state.block(view, reason)
         return view
     try:
-        yield Compact(trigger, state.policy.compaction_config(), state.preview(view))
+        summarizer = state.summarizer_for(state.preview(view))
+        config = state.policy.compaction_config()
+        yield compaction(state.session_id, summarizer, trigger=trigger, config=config, clock=store.clock)
     except CompactionStalled as exc:
         state.block(view, str(exc))
         return view
     state.last.compacted = True
-    view = yield Load()
+    view = yield _load(state)
     if state.still_over(view):
         state.block(view, "the context is still over the threshold after compacting")
     return view
 
 
-def record(state: ConversationState, response: Any, now: int) -> Flow:
+def record(state: ConversationState, store: Any, response: Any) -> Flow:
     """One response, in one transaction. One that opens with a compaction block (the API compacted at its
     threshold) is a completed boundary: a user message holding a ``compaction`` part goes in before it, and
     the response is its summary."""
+    now = store.clock()
     parent = state.parent_id
     if parent is None:  # no request() or user() in this process yet: ask the store
-        view = yield Load()
+        view = yield _load(state)
         parent = next((m.info.id for m in reversed(view) if m.info.role == "user"), None)
     item = state.assistant_message(response, parent, now)
     content = item["info"]["metadata"][KEY]["response"]["content"]
@@ -115,12 +124,12 @@ def record(state: ConversationState, response: Any, now: int) -> Flow:
                          "parts": [{"type": "compaction", "auto": True}]})
         item["info"].update(parent_id=marker_id, summary=True)
         state.parent_id = marker_id
-    appended = yield Append(items)
+    appended = yield from _append(state, store, items)
     return appended[-1].info
 
 
-def tool_results(state: ConversationState, results: Sequence[Mapping[str, Any]]) -> Flow:
-    message_id, updates = state.tool_updates((yield Load()), results)
+def tool_results(state: ConversationState, store: Any, results: Sequence[Mapping[str, Any]]) -> Flow:
+    message_id, updates = state.tool_updates((yield _load(state)), results)
     calls: list[tuple[str, dict[str, Any]]] = []
     for part_id, result in updates:
         metadata = {KEY: {"tool_result": result.block}}
@@ -129,16 +138,16 @@ def tool_results(state: ConversationState, results: Sequence[Mapping[str, Any]])
         else:
             calls.append((part_id, {"status": "running"}))
             calls.append((part_id, {"status": "completed", "output": result.output, "metadata": metadata}))
-    yield Updates(calls)
-    view = yield Load()
+    yield Tx(_update_tools(calls, store.clock))
+    view = yield _load(state)
     found: Message = next(m.info for m in reversed(view) if m.info.id == message_id)
     return found.model_copy(deep=True)  # the view's entries are reused by the next load: never handed out
 
 
-def recover(state: ConversationState, error: BaseException) -> Flow:
+def recover(state: ConversationState, store: Any, error: BaseException) -> Flow:
     if not is_prompt_too_long(error):
         return False
-    view = yield Load()
+    view = yield _load(state)
     state.last = RequestStats()
-    yield from _compact(state, view, "overflow")
+    yield from _compact(state, store, view, "overflow")
     return state.last.compacted

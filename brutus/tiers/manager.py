@@ -6,9 +6,9 @@ Rules:
   in a state that benefits the next"); its selections are all made on that one view, then summarized one
   summarizer call each, then written. A summary names its range by original ids, so writing one does not
   move the others.
-- The run is a flow (``tier_flow``, ``brutus.flows``) over two actions, ``Summarize`` and ``Append``, so the
-  same decisions drive either store (``run_tiers``) and an in-memory history (``apply_tiers``).
-  Nothing here does I/O.
+- The run is a flow (``tier_flow``, ``brutus.flows``) that yields ``Summarize`` and, for each summary to
+  write, the action its caller makes of it (``write``): a ``Tx`` on a store (``brutus.tiers.run``), the
+  ``NewSummary`` itself in memory (``apply_tiers``). So the same decisions drive both. Nothing here does I/O.
 - Never crash: a summarizer failure falls back to the extractive summary, then to the truncation text (the
   ``summarizers.fallbacks``); a request larger than ``summarizer_context`` is shrunk first.
   The text always starts with its tag: ``[SUMMARIZED]`` or ``[GOAL BATCH]``.
@@ -42,15 +42,7 @@ from .report import StrategyReport, TierRunReport
 from .strategies import DEFAULT_STRATEGIES, Selection, Strategy
 from .view import span_of, tier_view, view_tokens
 
-__all__ = [
-    "Append",
-    "NewSummary",
-    "StrategyManager",
-    "Summarize",
-    "TierFlow",
-    "apply_tiers",
-    "tier_flow",
-]
+__all__ = ["NewSummary", "StrategyManager", "TierFlow", "apply_tiers", "tier_flow"]
 
 log = logging.getLogger("brutus.tiers")
 
@@ -82,15 +74,7 @@ class NewSummary:
         )
 
 
-@dataclass(frozen=True)
-class Append:
-    """Write this summary (the store: a message and its text part in one transaction); send back the stored
-    message."""
-
-    summary: NewSummary
-
-
-TierFlow = Generator[Summarize | Append, Any, TierRunReport]
+TierFlow = Generator[Any, Any, TierRunReport]
 
 
 def _covered_messages(covered: Sequence[MessageWithParts]) -> int:
@@ -123,9 +107,12 @@ def tier_flow(
     config: TierConfig,
     strategies: Sequence[Strategy] = DEFAULT_STRATEGIES,
     session_id: str | None = None,
+    summarizer: Any = None,
+    write: Callable[[NewSummary], Any] = lambda new: new,
 ) -> TierFlow:
     """One run of ``strategies`` in order over ``history`` (filtered, with its tier summaries): yields
-    ``Summarize`` (send back ``(Summary, fallback)``) and ``Append`` (send back the stored message)."""
+    ``Summarize(request, summarizer)`` (send back ``(Summary, fallback)``) and ``write(summary)`` for each new
+    summary (send back the stored message)."""
     from ..summarizers.shrink import shrink_request
 
     history = list(history)
@@ -143,14 +130,14 @@ def tier_flow(
             goal = selection.kind == "goal_batch"
             budget = goal_batch_budget(covered, config) if goal else config.summary_max_tokens
             request = SummaryRequest(history=covered, kind=selection.kind, max_tokens=budget)
-            summary, fallback = yield Summarize(shrink_request(request, config.summarizer_context))
+            summary, fallback = yield Summarize(shrink_request(request, config.summarizer_context), summarizer)
             if goal:
                 checked = fit_goal_batch(request, summary, fallback)
                 if checked is None:
                     continue
                 summary, fallback = checked
             new = _new_summary(selection, covered, summary, fallback)
-            stored: MessageWithParts = yield Append(new)
+            stored: MessageWithParts = yield write(new)
             history.append(stored)
             step.summaries += 1
             step.turns += selection.turn_count
@@ -180,8 +167,18 @@ class StrategyManager:
     def __repr__(self) -> str:
         return f"StrategyManager(strategies={list(self.strategies)!r})"
 
-    def flow(self, history: Sequence[MessageWithParts], *, session_id: str | None = None) -> TierFlow:
-        return tier_flow(history, config=self.config, strategies=self.strategies, session_id=session_id)
+    def flow(
+        self,
+        history: Sequence[MessageWithParts],
+        *,
+        session_id: str | None = None,
+        summarizer: Any = None,
+        write: Callable[[NewSummary], Any] = lambda new: new,
+    ) -> TierFlow:
+        """``tier_flow`` with this manager's config and strategies."""
+        return tier_flow(
+            history, config=self.config, strategies=self.strategies, session_id=session_id, summarizer=summarizer, write=write
+        )
 
     def run(
         self,
@@ -194,12 +191,12 @@ class StrategyManager:
         """One run: summaries from ``summarizer`` (with fallbacks), each written by ``append``."""
         from ..summarizers.fallbacks import summarize_with_fallbacks
 
-        def act(action: Summarize | Append) -> Any:
+        def do(action: Summarize | NewSummary) -> Any:
             if isinstance(action, Summarize):
-                return summarize_with_fallbacks(summarizer, action.request)
-            return append(action.summary)
+                return summarize_with_fallbacks(action.summarizer, action.request)
+            return append(action)
 
-        return drive_flow(self.flow(history, session_id=session_id), act)
+        return drive_flow(self.flow(history, session_id=session_id, summarizer=summarizer), do)
 
 
 def _memory_message(new: NewSummary, session_id: str, seq: int, now: int) -> MessageWithParts:

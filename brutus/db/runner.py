@@ -1,0 +1,104 @@
+"""Running operations on a SQLAlchemy connection, and the one place driver errors become brutus errors.
+
+- ``drive(connection, op)`` runs an operation's ``Step``s (``brutus.db.statements``) on a SQLAlchemy
+  ``Connection``: PostgreSQL in both stores (the async store through ``AsyncConnection.run_sync``: the whole
+  operation in one greenlet). SQLite runs on ``brutus.db.sqlite_driver`` instead. These two are the statement
+  runners; everything else runs work (``brutus.flows``).
+- ``translate_errors()`` turns SQLAlchemy and driver exceptions into ``brutus.errors`` at the stores'
+  boundary: no driver exception reaches a user.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+
+from ..errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
+from .pg_bulk import BULK_INSERTS, insert_rows
+from .statements import Op, Step
+
+__all__ = ["Clock", "drive", "fetch", "now_ms", "translate", "translate_errors"]
+
+Clock = Callable[[], int]
+
+
+def now_ms() -> int:
+    """The store's default clock: epoch milliseconds."""
+    return int(time.time() * 1000)
+
+
+def fetch(result: Any, how: str) -> Any:
+    """Materialize a statement's result the way its ``Step`` asked."""
+    if how == "all" or how == "raw":
+        return result.all()
+    if how == "first":
+        return result.first()
+    if how == "rowcount":
+        return result.rowcount
+    return None
+
+
+def drive(connection: Any, op: Op) -> Any:
+    """Run ``op``'s steps on a SQLAlchemy ``Connection``, statement by statement; its return value. The rows
+    of a bulk insert go in as one statement on PostgreSQL (``db/pg_bulk.py``)."""
+    bulk = connection.dialect.name == "postgresql"
+    try:
+        current: Step = next(op)
+        while True:
+            statement, params = current.statement, current.params
+            if bulk and type(params) is list and params and statement in BULK_INSERTS and current.fetch == "none":
+                insert_rows(connection, statement, params)  # type: ignore[arg-type]
+                current = op.send(None)
+                continue
+            current = op.send(fetch(connection.execute(statement, params), current.fetch))
+    except StopIteration as stop:
+        return stop.value
+    finally:
+        op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn SQLAlchemy / driver exceptions into ``BrutusError``s."""
+    try:
+        yield
+    except Exception as exc:
+        translated = translate(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def translate(exc: Exception) -> Exception:
+    """The ``BrutusError`` for a SQLAlchemy or driver exception; any other exception as it is."""
+    if isinstance(exc, BrutusError):
+        return exc
+    if isinstance(exc, IntegrityError):
+        return InvalidInput(f"refused by the database: {_reason(exc)}")
+    if isinstance(exc, OperationalError):
+        reason = _reason(exc)
+        if "locked" in reason or "busy" in reason:
+            return DatabaseBusy(f"database busy: {reason}")
+        return DatabaseError(f"database error: {reason}")
+    if isinstance(exc, (DBAPIError, SQLAlchemyError)):
+        return DatabaseError(f"database error: {_reason(exc)}")
+    # the SQLite driver runs on the sqlite3 connection directly
+    if isinstance(exc, sqlite3.IntegrityError):
+        return InvalidInput(f"refused by the database: {exc}")
+    if isinstance(exc, sqlite3.OperationalError):
+        if "locked" in str(exc) or "busy" in str(exc):
+            return DatabaseBusy(f"database busy: {exc}")
+        return DatabaseError(f"database error: {exc}")
+    if isinstance(exc, sqlite3.Error):
+        return DatabaseError(f"database error: {exc}")
+    return exc
+
+
+def _reason(exc: SQLAlchemyError) -> str:
+    orig = getattr(exc, "orig", None)
+    return str(orig if orig is not None else exc).strip().splitlines()[0]
