@@ -22,6 +22,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from .background import AfterCommits
+
 __all__ = ["Checkpointer"]
 
 log = logging.getLogger(__name__)
@@ -30,53 +32,22 @@ DELAY_S = 0.05  # after a commit, wait this long for more before checkpointing (
 CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
 
 
-class Checkpointer:
+class Checkpointer(AfterCommits):
     """Checkpoints the WAL of the SQLite database at ``path`` in a thread, after the store says it committed."""
 
     def __init__(self, path: str) -> None:
+        super().__init__()
         # absolute now (the thread connects later, maybe after a chdir); opened read-write, never created
         self.path = path
+        self._thread_name = f"brutus-checkpoint {path}"
         self._uri = Path(path).expanduser().absolute().as_uri() + "?mode=rw"
         self.runs = 0  # checkpoints run (tests read it, or wait for it: ``wait_for_runs``)
         self._ran = threading.Condition()
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()  # the running thread's own: a new thread gets a new one
-        self._thread: threading.Thread | None = None
-
-    def committed(self) -> None:
-        """The store committed a write: checkpoint soon (starts the thread the first time)."""
-        if self._thread is None:
-            self._start()
-        if not self._wake.is_set():  # set already: a checkpoint is to come, after this commit (set() locks)
-            self._wake.set()
 
     def wait_for_runs(self, count: int, timeout: float = 5.0) -> bool:
         """Block until at least ``count`` checkpoints have run (False if ``timeout`` seconds pass first)."""
         with self._ran:
             return self._ran.wait_for(lambda: self.runs >= count, timeout)
-
-    def _start(self) -> None:
-        with self._lock:
-            if self._thread is not None:
-                return
-            self._stop = stop = threading.Event()  # a thread that outlived close() keeps its own, set
-            thread = threading.Thread(
-                target=self._run, args=(stop,), name=f"brutus-checkpoint {self.path}", daemon=True
-            )
-            thread.start()
-            self._thread = thread
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop the thread (after the checkpoint it may be running) and close its connection."""
-        with self._lock:
-            thread, self._thread = self._thread, None
-            if thread is None:
-                return
-            self._stop.set()
-            self._wake.set()
-        if thread is not threading.current_thread():  # as the indexer's: never join the thread from itself
-            thread.join(timeout)
 
     def _run(self, stop: threading.Event) -> None:
         wake = self._wake

@@ -23,6 +23,8 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
+from .background import AfterCommits
+
 __all__ = ["BATCH", "DELAY_S", "AsyncIndexer", "Indexer"]
 
 log = logging.getLogger(__name__)
@@ -31,21 +33,19 @@ DELAY_S = 0.2  # after a commit, wait this long for more before indexing (an age
 BATCH = 500  # rows of each table per transaction (SQLite): a few ms of the write lock
 
 
-class Indexer:
+class Indexer(AfterCommits):
     """Runs ``index()`` (one small transaction; True while something was pending) in a thread, after the
     store says it committed, until it returns False. ``index`` is held weakly (a ``WeakMethod`` of the store):
     the thread never keeps a dropped store alive."""
 
     def __init__(self, index: Callable[[], bool], *, name: str) -> None:
+        super().__init__()
         self._index = weakref.WeakMethod(index)  # type: ignore[arg-type]
         self._name = name
+        self._thread_name = f"brutus-indexer {name}"
         self.runs = 0  # transactions run (tests wait for the thread to finish: ``wait_idle``)
         self._idle = threading.Condition()
         self._busy = False
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()  # the running thread's own: a new thread gets a new one
-        self._thread: threading.Thread | None = None
         self._ident: int | None = None  # the thread's: its own commits wake nothing
         self._pauses = 0  # while above 0 (gc's VACUUM, whose horizon an open snapshot holds back) nothing runs
         self._running = threading.Lock()  # held by the thread for each transaction
@@ -53,12 +53,9 @@ class Indexer:
     def committed(self) -> None:
         """The store committed a write: index soon (starts the thread the first time). The thread's own
         commits do not call this."""
-        if self._thread is None:
-            self._start()
-        elif threading.get_ident() == self._ident:
+        if self._thread is not None and threading.get_ident() == self._ident:
             return
-        if not self._wake.is_set():
-            self._wake.set()
+        super().committed()
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Block until nothing is left to index after the last commit (False if ``timeout`` seconds pass)."""
@@ -78,27 +75,6 @@ class Indexer:
             with self._idle:
                 self._pauses -= 1
             self.committed()
-
-    def _start(self) -> None:
-        with self._lock:
-            if self._thread is not None:
-                return
-            self._stop = stop = threading.Event()
-            thread = threading.Thread(target=self._run, args=(stop,), name=f"brutus-indexer {self._name}", daemon=True)
-            thread.start()
-            self._thread = thread
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop the thread (after the transaction it may be running). Called on the thread itself (a dropped
-        store collected there, its last reference the thread's call), it only tells the thread to stop."""
-        with self._lock:
-            thread, self._thread = self._thread, None
-            if thread is None:
-                return
-            self._stop.set()
-            self._wake.set()
-        if thread is not threading.current_thread():
-            thread.join(timeout)
 
     def _index_once(self) -> bool:
         with self._running:
