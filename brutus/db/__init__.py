@@ -2,14 +2,15 @@
 
 How a call runs (``store.append_message(...)``, say), from the top:
 
-1. The store method (``brutus.store.SessionStore`` / ``brutus.async_store.AsyncSessionStore``) checks nothing
-   itself: it builds an **operation** and hands it to its runner (``_run``).
+1. The store method, declared once in ``brutus.calls.StoreCalls`` for both stores, builds an **operation**
+   and returns it as its work (``brutus.flows.Tx``); the store's runner (``SessionStore.run``,
+   ``AsyncSessionStore.run``) runs it.
 2. An operation (``ops.py``, ``bulk_ops.py``, ``history_ops.py``, ``compaction_ops.py``, ``edit_ops.py``, ``search_ops.py``,
    ``stats_ops.py``, ``check_ops.py``, ``gc_ops.py``) is a generator: it validates its input, yields
    ``Step(statement, params, fetch)`` for each SQL statement (``statements.py`` builds them once, at import)
    and receives the rows, and returns the result model. It never sees a connection, so the same generator
    runs on every backend, sync or async. One operation is one transaction.
-3. The runner owns the connection, the transaction and the error translation (``brutus.store.translate``:
+3. The runner owns the connection, the transaction and the error translation (``runner.translate``:
    driver and SQLAlchemy errors become ``brutus.errors``):
 
    ========================  ==============================================================================
@@ -17,7 +18,7 @@ How a call runs (``store.append_message(...)``, say), from the top:
                              compiled once), inside ``sqlite_driver.sqlite_transaction``: BEGIN IMMEDIATE for a
                              write, COMMIT, then the checkpoint thread is told (``checkpoint.py``); every
                              SQLite BEGIN / COMMIT / ROLLBACK is ``sqlite_begin`` / ``sqlite_end``
-   sync store, PostgreSQL    SQLAlchemy Core on a pooled connection, ``brutus.store.drive`` (a bulk insert's
+   sync store, PostgreSQL    SQLAlchemy Core on a pooled connection, ``runner.drive`` (a bulk insert's
                              rows as one statement per table: ``pg_bulk.py``)
    async store, SQLite       the same ``SQLiteDriver`` and ``sqlite_transaction`` on a sqlite3 connection in a
                              thread of brutus's own, one trip per call, the event loop awaiting its result
@@ -28,13 +29,11 @@ How a call runs (``store.append_message(...)``, say), from the top:
    ``store.batch()``         any of the above, with one transaction over the calls inside it
    ========================  ==============================================================================
 
-4. Multi-step work (a compaction, a tier run, gc, check, search) is a flow (``brutus.flows``): a generator
-   that yields its transactions (``Tx``), summarizer calls (``Summarize``), work under a session's compaction
-   lock (``Locked``, ``HeldLocks``) and gc's storage steps (``Vacuum``, ``StorageBytes``) in turn, with the
-   slow part outside any transaction. One interpreter per store (``drive_flow``, ``adrive_flow``) sends each
-   action to the store's ``_act``: ``compaction.engine``, ``tiers.manager``, ``gc_ops.gc_flow``,
-   ``check_ops.check_flow`` and ``search_ops.search_flow`` are written once for both. The live conversation
-   (``brutus.live.flows``) is a flow over store calls of its own.
+4. Multi-step work (a compaction, a tier run, gc, check, search, settle, a live conversation's turn) is a
+   flow (``brutus.flows``): a generator that yields its transactions (``Tx``), summarizer calls
+   (``Summarize``), work under a session's compaction lock (``Locked``, ``HeldLocks``) and gc's storage steps
+   (``Vacuum``, ``StorageBytes``) in turn, with the slow part outside any transaction. One interpreter and its
+   async twin (``drive_flow``, ``adrive_flow``) send each action to the store's ``_do``.
 
 Start-up: ``import brutus`` imports nothing heavy (the public names load on first use, ``brutus/__init__.py``),
 and the CLI imports SQLAlchemy, rich and the store inside its commands, so ``brutus --help`` answers at once.
