@@ -24,13 +24,9 @@ log = logging.getLogger("brutus.compaction")
 def summarize_with_fallbacks(summarizer: Any, request: Any) -> tuple[Any, str | None]:
     """The summary and which fallback wrote it (None: the summarizer itself)."""
     try:
-        summary = summarizer.summarize(request)
-        if summary.text.strip():
-            return summary, None
-        log.warning("summarizer returned an empty summary; using the extractive summary")
+        return _kept(summarizer.summarize(request), summarizer, request)
     except Exception as exc:  # noqa: BLE001  never crash: any summarizer failure falls back
-        log.warning("summarizer failed (%s: %s); using the extractive summary", type(exc).__name__, exc)
-    return fallback_summary(summarizer, request)
+        return _failed(exc, summarizer, request)
 
 
 async def asummarize_with_fallbacks(summarizer: Any, request: Any) -> tuple[Any, str | None]:
@@ -43,11 +39,20 @@ async def asummarize_with_fallbacks(summarizer: Any, request: Any) -> tuple[Any,
             summary = await summarizer.asummarize(request)
         else:
             summary = await asyncio.to_thread(summarizer.summarize, request)
-        if summary.text.strip():
-            return summary, None
-        log.warning("summarizer returned an empty summary; using the extractive summary")
+        return _kept(summary, summarizer, request)
     except Exception as exc:  # noqa: BLE001  (CancelledError is a BaseException: it goes through)
-        log.warning("summarizer failed (%s: %s); using the extractive summary", type(exc).__name__, exc)
+        return _failed(exc, summarizer, request)
+
+
+def _kept(summary: Any, summarizer: Any, request: Any) -> tuple[Any, str | None]:
+    if summary.text.strip():
+        return summary, None
+    log.warning("summarizer returned an empty summary; using the extractive summary")
+    return fallback_summary(summarizer, request)
+
+
+def _failed(exc: Exception, summarizer: Any, request: Any) -> tuple[Any, str]:
+    log.warning("summarizer failed (%s: %s); using the extractive summary", type(exc).__name__, exc)
     return fallback_summary(summarizer, request)
 
 
