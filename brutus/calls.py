@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .compaction.engine import compaction
-from .db import check_ops, edit_ops, gc_ops, history_ops, lookup_ops, ops, search_ops, settle_ops, stats_ops
+from .db import check_ops, edit_ops, fork_ops, gc_ops, history_ops, lookup_ops, ops, search_ops, settle_ops, stats_ops
 from .db.compaction_ops import list_compactions
 from .flows import Runs, Tx, Unindexed, unbatched, work
 from .models import (
@@ -85,11 +85,15 @@ class StoreCalls(Runs):
         limit: int | None = None,
         include_archived: bool = True,
         after: str | Session | None = None,
+        forked_from: str | None = None,
     ) -> list[Session]:
         """Sessions, most recently updated first (ties by id, descending). ``limit`` and ``after`` page it by
         keyset: ``after`` is the previous page's last session, as a ``Session`` (its position as read: the
-        stable choice) or an id (its position now; ``NotFound`` when it does not exist)."""
-        op = ops.list_sessions(parent_id=parent_id, limit=limit, include_archived=include_archived, after=after)
+        stable choice) or an id (its position now; ``NotFound`` when it does not exist). ``forked_from``: only
+        the forks of that session (``fork``)."""
+        op = ops.list_sessions(
+            parent_id=parent_id, limit=limit, include_archived=include_archived, after=after, forked_from=forked_from
+        )
         return Tx(op, write=False)
 
     @work
@@ -122,6 +126,17 @@ class StoreCalls(Runs):
         """The session id equal to or starting with ``prefix`` (an indexed range query): ``NotFound`` when none
         does, ``InvalidInput`` naming a few candidates when several do."""
         return Tx(lookup_ops.resolve_session(prefix), write=False)
+
+    @work
+    def fork(self, session_id: str, message_id: str | None = None, *, title: str | None = None) -> Session:
+        """A new session holding copies of ``session_id``'s messages up to and including ``message_id`` (None:
+        all of them), with their parts, tool states, outputs, prune marks, compaction markers and boundary,
+        under new ids; copied in the database in one transaction (``brutus.db.fork_ops``). Its view is the
+        original's at that point, so a conversation on it sends what the original sent there. ``title``: the
+        original's when None. The fork names where it came from (``forked_from``, ``forked_at``) and shares
+        nothing with it: deleting either leaves the other whole. ``list_sessions(forked_from=id)`` lists the
+        forks of a session."""
+        return Tx(fork_ops.fork_session(session_id, message_id, title=title, dialect=self.dialect, now=self.clock()))
 
     @work
     def delete_session(self, session_id: str) -> None:

@@ -93,6 +93,8 @@ class Session(_Model):
     updated_at: Millis
     archived_at: Millis | None = None
     message_count: int = 0
+    forked_from: str | None = None  # a fork (``store.fork``): the session it was copied from
+    forked_at: str | None = None  # ... and that session's message it was copied up to, included
 
 
 class MessageTime(_Model):

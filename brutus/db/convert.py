@@ -175,6 +175,8 @@ def session_from_row(row: Any) -> Session:
         updated_at=row.updated_at,
         archived_at=row.archived_at,
         message_count=row.last_seq,
+        forked_from=row.forked_from,
+        forked_at=row.forked_at,
     )
 
 

@@ -125,7 +125,9 @@ def get_session(session_id: Any) -> Op:
     return session_from_row(row)
 
 
-def list_sessions(*, parent_id: str | None, limit: int | None, include_archived: bool, after: Any = None) -> Op:
+def list_sessions(
+    *, parent_id: str | None, limit: int | None, include_archived: bool, after: Any = None, forked_from: str | None = None
+) -> Op:
     """Sessions, most recently updated first, ties by id (descending); with ``after``, a keyset page: the
     sessions that come after that position in this order. ``after`` is a session id (its position now:
     ``NotFound`` when there is no such session) or a ``Session`` from an earlier page (the position it had when
@@ -135,6 +137,8 @@ def list_sessions(*, parent_id: str | None, limit: int | None, include_archived:
     params: dict[str, Any] = {}
     if parent_id is not None:
         params["b_parent"] = parent_id
+    if forked_from is not None:
+        params["b_forked_from"] = check_id("session", forked_from)
     if limit is not None:
         params["b_limit"] = limit
     by = None
@@ -144,7 +148,13 @@ def list_sessions(*, parent_id: str | None, limit: int | None, include_archived:
         if not isinstance(after, str):
             raise InvalidInput(f"after must be a session id or a Session, got {type(after).__name__}")
         by, params["b_after"] = "id", check_id("session", after)
-    query = st.session_list(parent=parent_id is not None, include_archived=include_archived, after=by, limit=limit is not None)
+    query = st.session_list(
+        parent=parent_id is not None,
+        include_archived=include_archived,
+        after=by,
+        limit=limit is not None,
+        forks=forked_from is not None,
+    )
     rows = yield step(query, params, fetch="all")
     if not rows and by == "id":  # an empty page: the last one, or no such session
         found = yield step(st.SESSION_ID, {"b_sid": params["b_after"]}, fetch="first")

@@ -160,15 +160,18 @@ SET_BOUNDARY = prebuilt(
 
 @cache
 def session_list(
-    *, parent: bool, include_archived: bool, after: Literal["id", "position"] | None, limit: bool
+    *, parent: bool, include_archived: bool, after: Literal["id", "position"] | None, limit: bool, forks: bool = False
 ) -> Executable:
-    """The session list, most recently updated first, ties by id: of parent ``b_parent``; after a position
+    """The session list, most recently updated first, ties by id: of parent ``b_parent``; the forks of
+    ``b_forked_from`` (``ix_sessions_forked_from``, 0010); after a position
     (a range of ``ix_sessions_updated_at_id``, 0007): session ``b_after``'s as it is now (``"id"``: looked up in
     the same statement, no row when there is no such session), or (``b_updated``, ``b_after``) as given
     (``"position"``); ``b_limit`` rows."""
     query = select(S)
     if parent:
         query = query.where(S.c.parent_id == _b("parent"))
+    if forks:
+        query = query.where(S.c.forked_from == _b("forked_from"))
     if not include_archived:
         query = query.where(S.c.archived_at.is_(None))
     if after is not None:

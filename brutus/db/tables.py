@@ -104,6 +104,10 @@ class SessionRow(Base):
     last_seq: Mapped[int] = mapped_column(Integer, default=0)
     boundary_message_id: Mapped[str | None] = mapped_column(ID)
     boundary_seq: Mapped[int] = mapped_column(Integer, default=0)
+    # a fork (``store.fork``, 0010): the session it was copied from and that session's last message copied;
+    # no foreign key, so deleting the original leaves the fork whole
+    forked_from: Mapped[str | None] = mapped_column(ID, index=True)
+    forked_at: Mapped[str | None] = mapped_column(ID)
 
 
 class MessageRow(Base):
