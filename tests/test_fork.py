@@ -280,3 +280,29 @@ def test_a_conversation_on_a_fork_sends_what_the_original_sent_there(store: Sess
         fork = store.fork(session.id, point)
         again = store.conversation(fork.id, model=MODEL, **settings).request()
         assert again == kwargs
+
+
+def test_a_conversation_goes_on_along_another_path(store: SessionStore) -> None:
+    session = store.create_session()
+    conv = store.conversation(session.id, model=MODEL, system=SYSTEM, tools=TOOLS)
+    first = conv.user("Why does test_sync fail?")
+    conv.user("And test_async?")
+    branch = conv.fork(first.id)
+    assert branch is not conv and branch.session_id != conv.session_id
+    assert store.get_session(branch.session_id).forked_at == first.id
+    assert (branch.state.model, branch.state.system, branch.state.tools) == (conv.state.model, conv.state.system, conv.state.tools)
+    branch.user("Look at test_sync only.")
+    texts = [[p.text for p in m.parts] for m in store.messages(branch.session_id)]
+    assert texts == [["Why does test_sync fail?"], ["Look at test_sync only."]]
+    assert len(store.messages(session.id)) == 2  # the original is as it was
+
+
+@pytest.mark.anyio
+async def test_an_async_conversation_forks_too(store_url: str) -> None:
+    async with await AsyncSessionStore.open(store_url) as store:
+        session = await store.create_session()
+        conv = store.conversation(session.id, model=MODEL, system=SYSTEM)
+        first = await conv.user("hello")
+        await conv.user("again")
+        branch = await conv.fork(first.id)
+        assert type(branch) is type(conv) and len(await branch.view()) == 1

@@ -92,6 +92,13 @@ class ConversationCalls(Runs):
         return flows.pending_calls(self.state)
 
     @work
+    def fork(self, message_id: str | None = None) -> Any:
+        """Go on along another path: a conversation with these settings on a fork of this session up to and
+        including ``message_id`` (None: all of it; ``store.fork``). It sends what this one sent at that point,
+        so the prompt cache this one warmed serves it; this conversation and its session are left as they are."""
+        return flows.fork(self.state, self.store, message_id)
+
+    @work
     def recover(self, error: BaseException) -> bool:
         """After the provider refused the prompt as too long: compact (trigger ``overflow``) and return True
         to send ``request()`` again; False when it cannot help (another error, or a compaction that stalled)."""

@@ -15,6 +15,7 @@ from typing import Any
 from ..compaction.engine import compaction
 from ..db import ops
 from ..db.compaction_ops import list_compactions
+from ..db.fork_ops import fork_session
 from ..db.history_ops import load_messages, prune_session
 from ..db.settle_ops import append_flow
 from ..errors import CompactionStalled
@@ -24,7 +25,7 @@ from ..models import Message, MessageWithParts
 from .blocks import KEY
 from .core import ConversationState, RequestStats, is_prompt_too_long
 
-__all__ = ["Flow", "pending_calls", "recover", "record", "request", "tool_results", "user", "view"]
+__all__ = ["Flow", "fork", "pending_calls", "recover", "record", "request", "tool_results", "user", "view"]
 
 Flow = Generator[Any, Any, Any]
 
@@ -52,6 +53,16 @@ def view(state: ConversationState) -> Flow:
 
 def pending_calls(state: ConversationState) -> Flow:
     return state.pending_calls((yield from view(state)))
+
+
+SETTINGS = ("model", "system", "tools", "max_tokens", "thinking", "policy", "limits", "summarizer", "extra")
+
+
+def fork(state: ConversationState, store: Any, message_id: str | None) -> Flow:
+    """The session forked at ``message_id`` (None: all of it), and a conversation on it with these settings."""
+    op = fork_session(state.session_id, message_id, title=None, dialect=store.dialect, now=store.clock())
+    session = yield Tx(op)
+    return store.conversation(session.id, **{name: getattr(state, name) for name in SETTINGS})
 
 
 def user(state: ConversationState, store: Any, content: Any) -> Flow:
