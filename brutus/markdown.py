@@ -91,6 +91,8 @@ def _session_header(session: Session) -> list[str]:
     facts = [f"- session: `{session.id}`"]
     if session.parent_id:
         facts.append(f"- parent session: `{session.parent_id}`")
+    if session.forked_from:
+        facts.append(f"- forked from: `{session.forked_from}` at `{session.forked_at}`")
     if session.directory:
         facts.append(f"- directory: `{session.directory}`")
     facts.append(f"- created: {_when(session.created_at)}, updated: {_when(session.updated_at)}")

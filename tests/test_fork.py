@@ -306,3 +306,35 @@ async def test_an_async_conversation_forks_too(store_url: str) -> None:
         await conv.user("again")
         branch = await conv.fork(first.id)
         assert type(branch) is type(conv) and len(await branch.view()) == 1
+
+
+def test_the_cli_forks_and_says_where_a_session_came_from(store_url: str) -> None:
+    import json
+
+    from cli_helpers import run
+
+    with SessionStore.open(store_url) as store:
+        session = store.create_session(title="original")
+        ids = _turns(store, session.id, 2)
+        counts = row_counts(store)
+    bad = [run("sessions", "fork", "ses_nothere", "--db", store_url), run("sessions", "fork", session.id, "--at", "msg_nothere", "--db", store_url)]
+    assert [(r.returncode, r.stderr.strip()) for r in bad] == [
+        (1, "brutus: error: session not found: 'ses_nothere'"),
+        (1, "brutus: error: message not found: 'msg_nothere'"),
+    ]
+    with SessionStore.open(store_url) as store:
+        assert row_counts(store) == counts
+    plain = run("sessions", "fork", session.id, "--at", ids[1], "--title", "branch", "--db", store_url)
+    assert plain.returncode == 0, plain.stderr
+    fork_id = plain.stdout.split(" into ")[1].split()[0]
+    assert plain.stdout == f"forked {session.id} at {ids[1]} into {fork_id} (2 messages)\n"
+    as_json = json.loads(run("sessions", "fork", session.id[:12], "--json", "--db", store_url).stdout)
+    assert (as_json["forked_from"], as_json["forked_at"], as_json["message_count"], as_json["title"]) == (session.id, ids[-1], 4, "original")
+    listed = {s["id"]: s for s in json.loads(run("sessions", "list", "--json", "--db", store_url).stdout)}
+    assert listed[fork_id]["forked_from"] == session.id and listed[session.id]["forked_from"] is None
+    table = run("sessions", "list", "--db", store_url).stdout
+    assert "forked from" in table.splitlines()[0] and table.count(session.id) == 3  # its row and two forks'
+    shown = run("show", fork_id, "--db", store_url).stdout
+    assert shown.splitlines()[0] == f"forked from {session.id} at {ids[1]}"
+    markdown = run("show", fork_id, "--markdown", "--db", store_url).stdout
+    assert f"- forked from: `{session.id}` at `{ids[1]}`" in markdown.splitlines()

@@ -40,20 +40,23 @@ def sessions_json(sessions: list[Session]) -> list[dict[str, Any]]:
 
 
 def print_sessions(sessions: list[Session]) -> None:
-    """Id, messages, updated (to the minute), parent and title; on a terminal, no parent column when no session
-    has one, and where the ids leave the title less than 20 columns, the parent and the title go on a second
-    line under the id."""
+    """Id, messages, updated (to the minute), parent, forked from and title; on a terminal, no parent column
+    when no session has one; a "forked from" column only when a session is a fork; where the ids leave the
+    title less than 20 columns, the parent, the fork's origin and the title go on a second line under the id."""
     from .tables import Column, is_plain, print_table
 
     out = _console()
     columns = [Column("id", "whole"), Column("messages", "number"), Column("updated (UTC)", "whole"),
-               Column("parent", "whole"), Column("title", least=20)]
-    rows = [[s.id, f"{s.message_count:,}", _when(s.updated_at)[:16], s.parent_id or "-", s.title or ""]
+               Column("parent", "whole"), Column("forked from", "whole"), Column("title", least=20)]
+    rows = [[s.id, f"{s.message_count:,}", _when(s.updated_at)[:16], s.parent_id or "-", s.forked_from or "-", s.title or ""]
             for s in sessions]
+    shown = [0, 1, 2]
     if is_plain(out) or any(s.parent_id for s in sessions):
-        print_table(out, columns, rows, fold=(3, 4))
-    else:
-        print_table(out, columns[:3] + columns[4:], [row[:3] + row[4:] for row in rows], fold=(3,))
+        shown.append(3)
+    if any(s.forked_from for s in sessions):
+        shown.append(4)
+    shown.append(5)
+    print_table(out, [columns[i] for i in shown], [[row[i] for i in shown] for row in rows], fold=tuple(range(3, len(shown))))
 
 
 def history_json(history: list[MessageWithParts]) -> list[dict[str, Any]]:

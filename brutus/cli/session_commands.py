@@ -1,4 +1,5 @@
-"""``brutus sessions list|delete`` and ``brutus show``: look at what the store holds, and remove a session."""
+"""``brutus sessions list|fork|delete`` and ``brutus show``: look at what the store holds, branch a session,
+and remove one."""
 
 from __future__ import annotations
 
@@ -19,7 +20,31 @@ def register(cli: click.Group) -> None:
 
 @click.group()
 def sessions() -> None:
-    """List or delete sessions."""
+    """List, fork or delete sessions."""
+
+
+@sessions.command("fork")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--at", "message_id", metavar="MESSAGE", default=None, help="Copy up to this message, included (default: all).")
+@click.option("--title", default=None, help="The new session's title (default: the original's).")
+@db_option
+@json_option
+def fork(session_id: str, message_id: str | None, title: str | None, db: str | None, as_json: bool) -> None:
+    """Copy SESSION up to a message into a new session, to try another path from there: its messages, tool
+    outputs, prune marks and compactions, under new ids; the original stays as it is. Prints the new session
+    (--json: its fields)."""
+    from .output import sessions_json
+
+    store = open_store(db, create=False)
+    try:
+        forked = store.fork(store.resolve_session(session_id), message_id, title=title)
+    finally:
+        store.close()
+    if as_json:
+        print_json(sessions_json([forked])[0])
+    else:
+        at = f" at {forked.forked_at}" if forked.forked_at else ""
+        click.echo(f"forked {forked.forked_from}{at} into {forked.id} ({_count(forked.message_count, 'message')})")
 
 
 @sessions.command("delete")
@@ -112,7 +137,7 @@ def show(
             _show_full(store, session_id, markdown=markdown, as_json=as_json, full_text=full_text, output=output)
             return
         history = store.filter_compacted(session_id)
-        session = store.get_session(session_id) if markdown else None
+        session = store.get_session(session_id) if markdown or not as_json else None
     finally:
         store.close()
     if markdown:
@@ -124,6 +149,8 @@ def show(
     elif as_json:
         print_json(history_json(history))
     else:
+        if session is not None and session.forked_from:
+            click.echo(f"forked from {session.forked_from} at {session.forked_at}")
         print_history(history, full_text=full_text)
 
 
