@@ -23,7 +23,7 @@ from brutus.testing import FakeMessagesAPI
 from corpus_helpers import all_files, corpus_file
 from import_helpers import row_counts
 from integrity import integrity_problems
-from live_helpers import MODEL, SYSTEM, TOOLS, client, popping, scripted_steps
+from live_helpers import MODEL, SYSTEM, THINKING, TOOLS, client, popping, scripted_steps
 
 
 def canonical(store: Any, history: list[Any], session_id: str) -> list[dict[str, Any]]:
@@ -253,13 +253,18 @@ class _Factory:
         return made
 
 
-def test_a_conversation_on_a_fork_sends_what_the_original_sent_there(store: SessionStore, tmp_path) -> None:
+@pytest.mark.parametrize("thinking", [False, True], ids=["plain", "thinking"])
+def test_a_conversation_on_a_fork_sends_what_the_original_sent_there(store: SessionStore, tmp_path, thinking: bool) -> None:
+    """Recorded responses (thinking blocks and their signatures included), prune marks and the boundary come
+    along exactly: a new conversation on a fork at any point sends the request the original sent there."""
     with SessionStore.open(str(tmp_path / "source.db")) as source:
         recorded = source.messages(import_file(source, corpus_file("0a725fb5"))[0])
-    steps = scripted_steps(recorded, thinking=False)[:90]
+    steps = scripted_steps(recorded, thinking=thinking)[:90]
     session = store.create_session(title="live")
-    settings = dict(system=SYSTEM, tools=TOOLS, max_tokens=8_000, limits=ModelLimits(context=60_000, output=8_000),
-                    policy=ContextPolicy(prune="on-compaction"))
+    settings: dict[str, Any] = dict(system=SYSTEM, tools=TOOLS, max_tokens=8_000, limits=ModelLimits(context=60_000, output=8_000),
+                                    policy=ContextPolicy(prune="on-compaction"))
+    if thinking:
+        settings["thinking"] = THINKING
     conv = store.conversation(session.id, model=MODEL, **settings)
     sent: list[tuple[str, dict[str, Any]]] = []  # the last message after each request() and what it sent
     queue: list[Any] = []
