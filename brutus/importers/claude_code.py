@@ -36,7 +36,6 @@ import re
 from dataclasses import dataclass
 
 from ..errors import ImportFormatError
-from ..store import SessionStore
 from .base import Document, Importer
 from .claude_code_builder import NAMESPACE, SessionBuilder, ToolResult, blocks, derived_id
 from .fields import JSON
@@ -62,11 +61,10 @@ class ClaudeCodeImporter(Importer):
     def detect(self, data: tuple[Entry, ...]) -> bool:
         return any(isinstance(entry.get("type"), str) and not _ENTRY_KEYS.isdisjoint(entry) for _, entry in data)
 
+    update = staticmethod(bring_up_to_date)
+
     def plan(self, document: Document, *, exists: SessionExists) -> list[ImportedSession]:
         return plan_claude_code(list(document.data), name=document.name)
-
-    def update(self, store: SessionStore, planned: ImportedSession, *, name: str) -> int:
-        return bring_up_to_date(store, planned, name=name)
 
 
 def plan_claude_code(entries: list[Entry], *, name: str) -> list[ImportedSession]:

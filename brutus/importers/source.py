@@ -11,11 +11,11 @@ Rules:
 - The registered importers (``brutus.importers.base``) are asked in order, each given the content as it
   ``reads`` it (a content that is not JSON is not offered to a JSON importer); the first whose ``detect``
   says yes reads the file. A file none takes is refused with what it is and what each looks for.
-- JSON Lines: every non-blank line must be a JSON object, the first one included, and there are two or more
-  (else the file is refused as invalid JSON). A broken line is refused with the whole file (the first one is
-  named), except the last line when it is cut short (the JSON ends before its value does, as when the agent
-  was killed mid-write): the file is read up to that line and the ``Document`` says so in its ``warnings``. A
-  last line with other damage is refused like any other.
+- JSON Lines (one JSON object is a one-line file): every non-blank line must be a JSON object (the first broken
+  line is named); a text of one line, or whose first line is not an object, is not JSON Lines but invalid
+  JSON. A broken line is refused with the whole file, except the last line when it is cut short (the JSON ends
+  before its value does, as when the agent was killed mid-write): the file is read up to that line and the
+  ``Document`` says so in its ``warnings``. A last line with other damage is refused like any other.
 """
 
 from __future__ import annotations
