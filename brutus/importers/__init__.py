@@ -8,8 +8,9 @@ Rules:
   in one ``store.batch()``; a malformed file raises ``ImportFormatError`` and leaves the database unchanged.
 - Importing the same file twice does not duplicate: a session whose id is already in the store (OpenCode
   ids are kept; a Claude Code session's id is derived from its ``sessionId``) is skipped and reported.
-  A Claude Code transcript that grew since is brought up to date instead (``grown``): its new entries are
-  appended, and the report lists the session as ``updated``.
+  A file of a format whose files grow (a Claude Code transcript) is brought up to date instead, by its
+  importer's ``update`` (``grown``): its new entries are appended, and the report lists the session as
+  ``updated``.
 - A Claude Code file whose last line was cut short (the agent killed mid-write) is imported up to that line;
   the report carries the warning.
 - An export's ``children`` (brutus's export of sub-agent sessions) are imported as child sessions.
@@ -18,7 +19,8 @@ Rules:
 To add a format: write one module with an ``Importer`` (``brutus.importers.base``: its ``name``, what it
 ``reads``, ``detect`` from the content, ``read``, ``plan`` to ``ImportedSession``s, and ``update`` if its files
 grow) and call ``register_importer(YourImporter())``; ``import_files``, ``brutus import``, ``brutus replay``
-and the reports then take its files. ``opencode.py`` and ``claude_code.py`` are the two built in.
+and the reports then take its files. ``opencode.py`` and ``claude_code.py`` are the two built in;
+``tests/test_importer_registry.py`` registers a small one.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from ..errors import ImportFormatError, InvalidInput, NotFound
 from ..store import SessionStore
-from .base import Document, Format, Importer, importer_for, register_importer, unregister_importer
+from .base import Document, Format, Importer, importer_for, importers, register_importer, unregister_importer
 from .claude_code import ClaudeCodeImporter
 from .opencode import OpenCodeImporter
 from .plan import ImportedSession, session_exists, write_session
@@ -46,6 +48,7 @@ __all__ = [
     "import_documents",
     "import_file",
     "import_files",
+    "importers",
     "parse_document",
     "plan_document",
     "read_document",

@@ -57,11 +57,10 @@ class ClaudeCodeImporter(Importer):
     name = "claude-code"
     reads = "json-lines"
     describes = "a Claude Code session entry (a 'type' with 'uuid' or 'sessionId')"
+    update = staticmethod(bring_up_to_date)
 
     def detect(self, data: tuple[Entry, ...]) -> bool:
         return any(isinstance(entry.get("type"), str) and not _ENTRY_KEYS.isdisjoint(entry) for _, entry in data)
-
-    update = staticmethod(bring_up_to_date)
 
     def plan(self, document: Document, *, exists: SessionExists) -> list[ImportedSession]:
         return plan_claude_code(list(document.data), name=document.name)

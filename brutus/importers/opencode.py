@@ -115,17 +115,7 @@ def plan_opencode(
     if stash and history:
         first = history[0].info
         first.metadata = with_extras(first.metadata, {"session": stash})
-    sessions = [
-        ImportedSession(
-            id=session_id,
-            title=info.get("title"),
-            directory=info.get("directory"),
-            parent_id=parent_id,
-            history=history,
-            created_at=created,
-            updated_at=updated,
-        )
-    ]
+    sessions = [ImportedSession(session_id, info.get("title"), info.get("directory"), parent_id, history, created, updated)]
     children = export.get("children", [])
     if not isinstance(children, list):
         raise ImportFormatError(f"{name}: 'children' must be an array of exports (the child sessions)")
