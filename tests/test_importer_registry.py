@@ -1,7 +1,7 @@
 """The importer registry: a third format, written here in a few lines and registered, is detected from its
 content and imported through ``import_files`` and ``brutus import`` like the built-in ones (all or nothing,
-skipped the second time, read back exactly); a file no importer takes gets the same clear error as before
-(SQLite and PostgreSQL)."""
+skipped the second time, read back exactly); a file no importer takes is refused as before, with what it is
+and what each registered importer looks for (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,6 +26,7 @@ from brutus.importers import (
     register_importer,
     unregister_importer,
 )
+from brutus.importers.plan import SessionExists
 from brutus.models import Message, MessageTime, MessageWithParts, TextPart
 
 from cli_helpers import run
@@ -63,7 +63,7 @@ class TinyImporter(Importer):
             turns.append((int(match[1]), match[2], match[3]))
         return header.split(" ")[2], title.removeprefix("title: "), turns
 
-    def plan(self, document: Document, *, exists: Any) -> list[ImportedSession]:
+    def plan(self, document: Document, *, exists: SessionExists) -> list[ImportedSession]:
         session_id, title, turns = document.data
         history = [
             MessageWithParts(
@@ -72,7 +72,7 @@ class TinyImporter(Importer):
             )
             for n, (at, role, text) in enumerate(turns)
         ]
-        return [ImportedSession(SESSION, title, history=history, created_at=turns[0][0], updated_at=turns[-1][0])]
+        return [ImportedSession(session_id, title, history=history, created_at=turns[0][0], updated_at=turns[-1][0])]
 
 
 def tiny_text(store: SessionStore, session_id: str) -> str:
@@ -157,6 +157,29 @@ def test_a_registered_format_imports_through_the_cli(store_url: str, tiny: None,
         assert_round_trip(store, tiny_file)
 
 
+class GrowingTinyImporter(TinyImporter):
+    """The tiny format whose files grow: importing one again appends the new turns."""
+
+    @staticmethod
+    def update(store: SessionStore, planned: ImportedSession, *, name: str) -> int:
+        have = len(store.messages(planned.id))
+        store.append_messages(planned.id, planned.history[have:])
+        return len(planned.history) - have
+
+
+def test_a_registered_format_whose_files_grow_is_brought_up_to_date(store: SessionStore, tiny_file: Path) -> None:
+    register_importer(GrowingTinyImporter())
+    try:
+        import_files(store, [tiny_file])
+        tiny_file.write_text(TINY + "1700000012000 assistant: good\n", encoding="utf-8")
+        again = import_files(store, [tiny_file])
+        assert again == [ImportReport(path=str(tiny_file), format="tiny", updated=[SESSION], messages=1)]
+        assert tiny_text(store, SESSION) == tiny_file.read_text(encoding="utf-8")
+        assert import_files(store, [tiny_file]) == [ImportReport(path=str(tiny_file), format="tiny", skipped=[SESSION])]
+    finally:
+        unregister_importer("tiny")
+
+
 UNKNOWN = {
     "object": (
         b'{"name": "not a session", "items": [1, 2]}',
@@ -174,7 +197,7 @@ UNKNOWN = {
 
 
 @pytest.mark.parametrize("case", sorted(UNKNOWN))
-def test_a_file_no_importer_takes_gets_the_same_clear_error(store: SessionStore, tmp_path: Path, case: str) -> None:
+def test_a_file_no_importer_takes_is_refused_as_before(store: SessionStore, tmp_path: Path, case: str) -> None:
     data, message = UNKNOWN[case]
     path = tmp_path / "unknown.jsonl"
     path.write_bytes(data)
