@@ -402,7 +402,7 @@ def test_a_gzip_file_imports_as_the_plain_file(store: SessionStore, tmp_path: Pa
     for path in (compressed, corpus_file(fragment)):
         document, expected = read_document(path), read_document(plain)
         assert (document.name, document.format) == (str(path), expected.format)
-        assert (document.export, document.entries) == (expected.export, expected.entries)
+        assert (document.data, document.warnings) == (expected.data, expected.warnings)
     assert import_file(store, compressed) == [s.id for s in planned]
     for session in planned:
         assert _comparable(store.messages(session.id)) == _comparable(session.history)

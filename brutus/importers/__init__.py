@@ -1,4 +1,5 @@
-"""Importing recorded agent sessions: OpenCode export JSON and Claude Code session JSONL.
+"""Importing recorded agent sessions: OpenCode export JSON, Claude Code session JSONL, and any format
+registered with ``register_importer``.
 
 Rules:
 
@@ -7,12 +8,19 @@ Rules:
   in one ``store.batch()``; a malformed file raises ``ImportFormatError`` and leaves the database unchanged.
 - Importing the same file twice does not duplicate: a session whose id is already in the store (OpenCode
   ids are kept; a Claude Code session's id is derived from its ``sessionId``) is skipped and reported.
-  A Claude Code transcript that grew since is brought up to date instead (``grown``): its new entries are
-  appended, and the report lists the session as ``updated``.
+  A file of a format whose files grow (a Claude Code transcript) is brought up to date instead, by its
+  importer's ``update`` (``grown``): its new entries are appended, and the report lists the session as
+  ``updated``.
 - A Claude Code file whose last line was cut short (the agent killed mid-write) is imported up to that line;
   the report carries the warning.
 - An export's ``children`` (brutus's export of sub-agent sessions) are imported as child sessions.
 - A file with no conversation in it (a Claude Code file holding only ``summary`` lines) imports nothing.
+
+To add a format: write one module with an ``Importer`` (``brutus.importers.base``: its ``name``, what it
+``reads``, ``detect`` from the content, ``read``, ``plan`` to ``ImportedSession``s, and ``update`` if its files
+grow) and call ``register_importer(YourImporter())``; ``import_files``, ``brutus import``, ``brutus replay``
+and the reports then take its files. ``opencode.py`` and ``claude_code.py`` are the two built in;
+``tests/test_importer_registry.py`` registers a small one.
 """
 
 from __future__ import annotations
@@ -24,27 +32,34 @@ from pathlib import Path
 
 from ..errors import ImportFormatError, InvalidInput, NotFound
 from ..store import SessionStore
-from .claude_code import plan_claude_code
-from .grown import bring_up_to_date
-from .opencode import plan_opencode
+from .base import Document, Format, Importer, importer_for, importers, register_importer, unregister_importer
+from .claude_code import ClaudeCodeImporter
+from .opencode import OpenCodeImporter
 from .plan import ImportedSession, session_exists, write_session
-from .source import Document, Format, detect_format, parse_document, read_document
+from .source import detect_format, parse_document, read_document
 
 __all__ = [
     "Document",
     "Format",
     "ImportReport",
     "ImportedSession",
+    "Importer",
     "detect_format",
     "import_documents",
     "import_file",
     "import_files",
+    "importers",
     "parse_document",
     "plan_document",
     "read_document",
+    "register_importer",
+    "unregister_importer",
 ]
 
 Progress = Callable[["ImportReport"], None]
+
+register_importer(OpenCodeImporter())
+register_importer(ClaudeCodeImporter())
 
 
 @dataclass(frozen=True)
@@ -64,10 +79,7 @@ class ImportReport:
 
 def plan_document(document: Document, *, exists: Callable[[str], bool] = lambda _id: False) -> list[ImportedSession]:
     """The sessions a parsed file describes (main session first, then its children), without writing."""
-    if document.format == "opencode":
-        assert document.export is not None
-        return plan_opencode(document.export, name=document.name, session_exists=exists)
-    return plan_claude_code(list(document.entries), name=document.name)
+    return importer_for(document).plan(document, exists=exists)
 
 
 def import_file(store: SessionStore, path: str | Path) -> list[str]:
@@ -96,42 +108,31 @@ def import_documents(store: SessionStore, documents: Sequence[Document], *, prog
 
 
 def _import(store: SessionStore, document: Document) -> ImportReport:
+    importer = importer_for(document)
     exists = partial(session_exists, store)
-    sessions = plan_document(document, exists=exists)
+    sessions = importer.plan(document, exists=exists)
     report = ImportReport(path=document.name, format=document.format, warnings=list(document.warnings))
-    if sessions and exists(sessions[0].id):
-        if document.format != "claude-code":
-            report.skipped.extend(session.id for session in sessions if exists(session.id))
-            return report
-        return _update(store, document, sessions, report)
-    for session in sessions:
-        _write(store, document, session)
-    report.created.extend(session.id for session in sessions)
-    return replace(report, messages=sum(len(session.history) for session in sessions))
-
-
-def _update(store: SessionStore, document: Document, sessions: list[ImportedSession], report: ImportReport) -> ImportReport:
-    """A Claude Code transcript imported before: each session brought up to date, new sidechains created."""
+    again = bool(sessions) and exists(sessions[0].id)
+    if again and importer.update is None:
+        report.skipped.extend(session.id for session in sessions if exists(session.id))
+        return report
     written = 0
     for session in sessions:
-        if not session_exists(store, session.id):
-            _write(store, document, session)
+        if again and exists(session.id):  # a growing file imported before: brought up to date
+            count = _write(document, session, "update", lambda: importer.update(store, session, name=document.name))
+            (report.updated if count else report.skipped).append(session.id)
+        else:
+            count = _write(document, session, "import", lambda: write_session(store, session))
             report.created.append(session.id)
-            written += len(session.history)
-            continue
-        try:
-            count = bring_up_to_date(store, session, name=document.name)
-        except ImportFormatError:
-            raise
-        except (InvalidInput, NotFound) as exc:
-            raise ImportFormatError(f"{document.name}: cannot update session {session.id}: {exc}") from exc
-        (report.updated if count else report.skipped).append(session.id)
         written += count
     return replace(report, messages=written)
 
 
-def _write(store: SessionStore, document: Document, session: ImportedSession) -> None:
+def _write(document: Document, session: ImportedSession, doing: str, write: Callable[[], int]) -> int:
+    """``write()``, a refusal by the store named as the file's."""
     try:
-        write_session(store, session)
+        return write()
+    except ImportFormatError:
+        raise
     except (InvalidInput, NotFound) as exc:
-        raise ImportFormatError(f"{document.name}: cannot import session {session.id}: {exc}") from exc
+        raise ImportFormatError(f"{document.name}: cannot {doing} session {session.id}: {exc}") from exc

@@ -36,15 +36,34 @@ import re
 from dataclasses import dataclass
 
 from ..errors import ImportFormatError
+from .base import Document, Importer
 from .claude_code_builder import NAMESPACE, SessionBuilder, ToolResult, blocks, derived_id
 from .fields import JSON
-from .plan import ImportedSession, history_times
+from .grown import bring_up_to_date
+from .plan import ImportedSession, SessionExists, history_times
 
-__all__ = ["NAMESPACE", "Chain", "build_chains", "plan_claude_code", "task_calls"]
+__all__ = ["NAMESPACE", "Chain", "ClaudeCodeImporter", "build_chains", "plan_claude_code", "task_calls"]
 
 _CONVERSATION = ("user", "assistant", "system")
+_ENTRY_KEYS = frozenset(("uuid", "sessionId", "leafUuid"))
 
 Entry = tuple[int, JSON]
+
+
+class ClaudeCodeImporter(Importer):
+    """A Claude Code session file: JSON Lines, some line an entry (a ``type`` with ``uuid``, ``sessionId`` or
+    ``leafUuid``). Its transcripts grow: importing one again brings its sessions up to date."""
+
+    name = "claude-code"
+    reads = "json-lines"
+    describes = "a Claude Code session entry (a 'type' with 'uuid' or 'sessionId')"
+    update = staticmethod(bring_up_to_date)
+
+    def detect(self, data: tuple[Entry, ...]) -> bool:
+        return any(isinstance(entry.get("type"), str) and not _ENTRY_KEYS.isdisjoint(entry) for _, entry in data)
+
+    def plan(self, document: Document, *, exists: SessionExists) -> list[ImportedSession]:
+        return plan_claude_code(list(document.data), name=document.name)
 
 
 def plan_claude_code(entries: list[Entry], *, name: str) -> list[ImportedSession]:

@@ -112,17 +112,10 @@ class SessionBuilder:
     # -- lines ------------------------------------------------------------------------------------------
 
     def _user(self, number: int, entry: JSON, where: str) -> None:
-        content = _content(entry, where)
         uuid = line_uuid(entry, number)
         synthetic = bool(entry.get("isMeta"))
-        parts: list[Part] = []
-        if isinstance(content, str):
-            parts.append(TextPart(id=self._id("prt", uuid, "0"), text=content, synthetic=synthetic))
-        else:
-            for index, block in enumerate(content):
-                part = self._user_block(block, uuid, index, synthetic)
-                if part is not None:
-                    parts.append(part)
+        found = (self._user_block(block, uuid, index, synthetic) for index, block in enumerate(_content(entry, where)))
+        parts = [part for part in found if part is not None]
         if not parts:
             return  # a line of tool results only: they complete the assistant's tool parts
         text = next((p.text for p in parts if isinstance(p, TextPart)), "")
@@ -169,11 +162,8 @@ class SessionBuilder:
             draft.metadata["message"] = {k: v for k, v in message.items() if k != "content"}
         else:
             draft.metadata.setdefault("uuids", [draft.metadata.get("uuid")]).append(uuid)
-        if isinstance(content, str):
-            draft.parts.append(TextPart(id=self._id("prt", uuid, "0"), text=content))
-        else:
-            for index, block in enumerate(content):
-                draft.parts.append(self._assistant_block(draft, block, uuid, index, entry, where))
+        for index, block in enumerate(content):
+            draft.parts.append(self._assistant_block(draft, block, uuid, index, entry, where))
         if isinstance(message.get("usage"), dict):
             draft.usage = draft.metadata["message"]["usage"] = message["usage"]
         if isinstance(message.get("stop_reason"), str):
@@ -227,9 +217,7 @@ class SessionBuilder:
     def _summary(self, number: int, entry: JSON, where: str) -> None:
         uuid = line_uuid(entry, number)
         content = _content(entry, where)
-        text = content if isinstance(content, str) else "\n".join(
-            b["text"] for b in content if b.get("type") == "text" and isinstance(b.get("text"), str)
-        )
+        text = "\n".join(b["text"] for b in content if b.get("type") == "text" and isinstance(b.get("text"), str))
         user = self.boundary
         self.boundary = None
         if user is None:
@@ -360,11 +348,12 @@ def blocks(entry: JSON) -> list[JSON]:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
-def _content(entry: JSON, where: str) -> str | list[JSON]:
+def _content(entry: JSON, where: str) -> list[JSON]:
+    """A line's content blocks (a string is one text block)."""
     message = entry.get("message")
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, str):
-        return content
+        return [{"type": "text", "text": content}]
     if isinstance(content, list) and all(isinstance(b, dict) for b in content):
         return content
     raise ImportFormatError(f"{where}: message.content must be a string or a list of blocks")

@@ -85,18 +85,12 @@ def _split_metadata(metadata: JSON | None) -> tuple[JSON, JSON | None]:
 
 
 def _session_info(session: Session, times: tuple[int | None, int | None], stash: JSON | None) -> JSON:
-    info: JSON = {"id": session.id}
-    if session.parent_id is not None:
-        info["parentID"] = session.parent_id
-    if session.directory is not None:
-        info["directory"] = session.directory
-    if session.title is not None:
-        info["title"] = session.title
     created, updated = times
     if created is None or session.created_at <= created:
         created, updated = session.created_at, session.updated_at
-    info["time"] = {"created": created, "updated": updated}
-    return merge(info, stash)
+    info = {"id": session.id, "parentID": session.parent_id, "directory": session.directory, "title": session.title}
+    info = {key: value for key, value in info.items() if value is not None}
+    return merge({**info, "time": {"created": created, "updated": updated}}, stash)
 
 
 def _entry(entry: MessageWithParts, session_id: str) -> JSON:
@@ -109,12 +103,8 @@ def _entry(entry: MessageWithParts, session_id: str) -> JSON:
 
 
 def _message_info(message: Message, session_id: str, extras: JSON, metadata: JSON | None) -> JSON:
-    time: JSON = {"created": message.time.created}
-    if message.time.completed is not None:
-        time["completed"] = message.time.completed
-    info: JSON = {"id": message.id, "sessionID": session_id, "role": message.role, "time": time}
-    if message.parent_id is not None:
-        info["parentID"] = message.parent_id
+    time = message.time.model_dump(exclude_none=True)
+    info: JSON = {"id": message.id, "sessionID": session_id, "role": message.role, "time": time, "parentID": message.parent_id}
     model = {
         key: value
         for key, value in (("providerID", message.provider_id), ("modelID", message.model_id))
@@ -124,24 +114,18 @@ def _message_info(message: Message, session_id: str, extras: JSON, metadata: JSO
         info["model"] = model
     elif model:
         info.update(sorted(model.items()))  # modelID, providerID, as OpenCode writes them
-    for key in ("mode", "agent"):
-        value = getattr(message, key)
-        if value is not None:
-            info[key] = value
+    info.update(mode=message.mode, agent=message.agent)
     if message.role == "assistant" or message.cost or message.tokens.total:
         info["cost"] = message.cost
         info["tokens"] = message.tokens.model_dump(mode="json")
-    if message.summary:
-        info["summary"] = True
-    if message.synthetic:
-        info["synthetic"] = True
-    if message.finish is not None:
-        info["finish"] = message.finish
-    if message.error is not None:
-        info["error"] = message.error
-    if metadata is not None:
-        info["metadata"] = metadata
-    return merge(info, extras)
+    info.update(
+        summary=message.summary or None,  # left out when false, as the flags below
+        synthetic=message.synthetic or None,
+        finish=message.finish,
+        error=message.error,
+        metadata=metadata,
+    )
+    return merge({key: value for key, value in info.items() if value is not None}, extras)
 
 
 def _part(part: Part, session_id: str, message_id: str, extras: JSON | None) -> JSON:

@@ -32,10 +32,11 @@ from pydantic import ValidationError
 
 from ..errors import ImportFormatError
 from ..models import PART_TYPES, Message, MessageWithParts, Part
+from .base import Document, Importer
 from .fields import JSON, model_error, split
 from .plan import ImportedSession, SessionExists, history_times
 
-__all__ = ["NAMESPACE", "RENAMES", "plan_opencode", "with_extras"]
+__all__ = ["NAMESPACE", "RENAMES", "OpenCodeImporter", "plan_opencode", "with_extras"]
 
 NAMESPACE = "opencode"
 RENAMES = {
@@ -49,6 +50,23 @@ RENAMES = {
 }
 _SESSION_COLUMNS = ("id", "title", "directory", "parentID", "time")
 _NOT_KEPT = ("session_id", "message_id", "seq")  # where an entry sits decides these
+
+
+class OpenCodeImporter(Importer):
+    """An ``opencode export`` file: a JSON object with ``info`` and ``messages``."""
+
+    name = "opencode"
+    reads = "json"
+    describes = "an OpenCode export ({info, messages})"
+
+    def detect(self, data: Any) -> bool:
+        return isinstance(data, dict) and "info" in data and "messages" in data
+
+    def read(self, data: JSON, *, name: str) -> JSON:
+        return _checked(data, f"{name}: an OpenCode export")
+
+    def plan(self, document: Document, *, exists: SessionExists) -> list[ImportedSession]:
+        return plan_opencode(document.data, name=document.name, session_exists=exists)
 
 
 def with_extras(metadata: JSON | None, extras: JSON) -> JSON:
@@ -97,26 +115,21 @@ def plan_opencode(
     if stash and history:
         first = history[0].info
         first.metadata = with_extras(first.metadata, {"session": stash})
-    sessions = [
-        ImportedSession(
-            id=session_id,
-            title=info.get("title"),
-            directory=info.get("directory"),
-            parent_id=parent_id,
-            history=history,
-            created_at=created,
-            updated_at=updated,
-        )
-    ]
+    sessions = [ImportedSession(session_id, info.get("title"), info.get("directory"), parent_id, history, created, updated)]
     children = export.get("children", [])
     if not isinstance(children, list):
         raise ImportFormatError(f"{name}: 'children' must be an array of exports (the child sessions)")
     for index, child in enumerate(children):
         where = f"{name}: children[{index}]"
-        if not isinstance(child, dict) or not isinstance(child.get("info"), dict) or not isinstance(child.get("messages"), list):
-            raise ImportFormatError(f"{where}: a child session needs an 'info' object and a 'messages' array")
+        _checked(child, f"{where}: a child session")
         sessions += plan_opencode(child, name=where, session_exists=session_exists, parent=session_id)
     return sessions
+
+
+def _checked(export: Any, what: str) -> JSON:
+    if not isinstance(export, dict) or not isinstance(export.get("info"), dict) or not isinstance(export.get("messages"), list):
+        raise ImportFormatError(f"{what} needs an 'info' object and a 'messages' array")
+    return export
 
 
 def _is_ms(value: Any) -> bool:

@@ -46,11 +46,13 @@ def session_exists(store: SessionStore, session_id: str) -> bool:
     return True
 
 
-def write_session(store: SessionStore, session: ImportedSession) -> None:
-    """Create the session and append its history in one ``append_messages`` call (inside the caller's batch)."""
+def write_session(store: SessionStore, session: ImportedSession) -> int:
+    """Create the session and append its history in one ``append_messages`` call (inside the caller's batch);
+    the number of messages written."""
     store.create_session(id=session.id, title=session.title, directory=session.directory, parent_id=session.parent_id)
     store.append_messages(session.id, session.history)
     restore_times(store, session)
+    return len(session.history)
 
 
 def restore_times(store: SessionStore, session: ImportedSession) -> None:

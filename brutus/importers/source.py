@@ -8,14 +8,14 @@ Rules:
 - The bytes must be UTF-8 text (a leading BOM is allowed) without NUL bytes; an empty or blank file, binary
   data, text that is not JSON, and JSON of another shape are refused with ``ImportFormatError`` naming the
   file, and the line or position at fault.
-- A document that parses as one JSON value is an OpenCode export when it is an object with an ``info`` object
-  and a ``messages`` array (what ``opencode export`` writes); an object that is one Claude Code entry is a
-  one-line Claude Code session.
-- Otherwise it is read as JSON Lines: every non-blank line must be a JSON object (the first broken line is
-  named), and at least one must be a Claude Code entry (a ``type`` plus ``uuid``, ``sessionId`` or
-  ``leafUuid``). A broken line is refused with the whole file, except the last line when it is cut short (the
-  JSON ends before its value does, as when the agent was killed mid-write): the file is read up to that line
-  and the ``Document`` says so in its ``warnings``. A last line with other damage is refused like any other.
+- The registered importers (``brutus.importers.base``) are asked in order, each given the content as it
+  ``reads`` it (a content that is not JSON is not offered to a JSON importer); the first whose ``detect``
+  says yes reads the file. A file none takes is refused with what it is and what each looks for.
+- JSON Lines (one JSON object is a one-line file): every non-blank line must be a JSON object (the first broken
+  line is named); a text of one line, or whose first line is not an object, is not JSON Lines but invalid
+  JSON. A broken line is refused with the whole file, except the last line when it is cut short (the JSON ends
+  before its value does, as when the agent was killed mid-write): the file is read up to that line and the
+  ``Document`` says so in its ``warnings``. A last line with other damage is refused like any other.
 """
 
 from __future__ import annotations
@@ -24,34 +24,20 @@ import gzip
 import json
 import re
 import zlib
-from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import ImportFormatError
+from .base import Document, Format, Reads, importers
 
-__all__ = ["Document", "Format", "detect_format", "parse_document", "read_document"]
+__all__ = ["detect_format", "parse_document", "read_document"]
 
-Format = Literal["opencode", "claude-code"]
 Entry = tuple[int, dict[str, Any]]  # (line number, the line's object)
+Lines = tuple[tuple[Entry, ...], tuple[str, ...]]  # the entries, and the warnings
 
-_CLAUDE_CODE_KEYS = ("uuid", "sessionId", "leafUuid")
 _GZIP_MAGIC = b"\x1f\x8b"
 _CUT_TOKEN = re.compile(r"[-+.eE0-9]*|.*\\u[0-9a-fA-F]{0,3}")
-
-
-@dataclass(frozen=True)
-class Document:
-    """A parsed file: its name (for messages), its format, and its content.
-
-    ``export`` holds an OpenCode export object; ``entries`` the numbered lines of a Claude Code session.
-    """
-
-    name: str
-    format: Format
-    export: dict[str, Any] | None = None
-    entries: tuple[Entry, ...] = ()
-    warnings: tuple[str, ...] = ()
 
 
 def read_document(path: str | Path) -> Document:
@@ -80,8 +66,8 @@ def _gunzip(data: bytes, name: str) -> bytes:
 
 
 def detect_format(data: bytes | str | Path) -> Format:
-    """``"opencode"`` or ``"claude-code"`` for a file's content (or a path to read); ``ImportFormatError``
-    when it is neither."""
+    """The format of a file's content (or of the file at a path): ``"opencode"``, ``"claude-code"`` or a
+    registered one; ``ImportFormatError`` when no importer takes it."""
     if isinstance(data, Path):
         return read_document(data).format
     return parse_document(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data).format
@@ -89,25 +75,12 @@ def detect_format(data: bytes | str | Path) -> Format:
 
 def parse_document(data: bytes, *, name: str = "<input>") -> Document:
     """Parse a file's bytes into a ``Document`` whose format is told from the content."""
-    text = _text(data, name)
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return _json_lines(text, name, exc)
-    if isinstance(value, dict):
-        if _is_opencode_export(value, name):
-            return Document(name=name, format="opencode", export=value)
-        if _is_claude_code_entry(value):
-            return Document(name=name, format="claude-code", entries=((1, value),))
-        keys = ", ".join(sorted(map(str, value))[:8]) or "none"
-        raise ImportFormatError(
-            f"{name}: a JSON object that is neither an OpenCode export ({{info, messages}}) "
-            f"nor a Claude Code session entry (its keys: {keys})"
-        )
-    raise ImportFormatError(
-        f"{name}: a JSON {type(value).__name__}, not an OpenCode export ({{info, messages}}) "
-        "nor a Claude Code session (JSON Lines)"
-    )
+    content = _Content(name, _text(data, name))
+    for importer in importers():
+        found = content.read_as(importer.reads)
+        if found is not None and importer.detect(found[0]):
+            return Document(name, importer.name, importer.read(found[0], name=name), found[1])
+    raise content.unknown()
 
 
 def _text(data: bytes, name: str) -> str:
@@ -123,19 +96,53 @@ def _text(data: bytes, name: str) -> str:
         raise ImportFormatError(f"{name}: not UTF-8 text (invalid byte at offset {exc.start}): binary data?") from None
 
 
-def _is_opencode_export(value: dict[str, Any], name: str) -> bool:
-    if "info" not in value or "messages" not in value:
-        return False
-    if not isinstance(value["info"], dict) or not isinstance(value["messages"], list):
-        raise ImportFormatError(f"{name}: an OpenCode export needs an 'info' object and a 'messages' array")
-    return True
+class _Content:
+    """A file's text, parsed once each way an importer may read it."""
+
+    def __init__(self, name: str, text: str) -> None:
+        self.name, self.text = name, text
+
+    def read_as(self, reads: Reads) -> tuple[Any, tuple[str, ...]] | None:
+        """The content as an importer ``reads`` it and the warnings, or None when it is not that."""
+        if reads == "text":
+            return self.text, ()
+        if reads == "json":
+            return None if isinstance(self.value, json.JSONDecodeError) else (self.value, ())
+        return self.lines if isinstance(self.lines, tuple) else None
+
+    @cached_property
+    def value(self) -> Any:
+        """The whole text as one JSON value, else the error saying why it is not one."""
+        try:
+            return json.loads(self.text)
+        except json.JSONDecodeError as exc:
+            return exc
+
+    @cached_property
+    def lines(self) -> Lines | ImportFormatError | None:
+        """The text as JSON Lines (one JSON object is one line), else the error; None for other JSON."""
+        if isinstance(self.value, dict):
+            return ((1, self.value),), ()
+        try:
+            return _json_lines(self.text, self.name, self.value) if isinstance(self.value, json.JSONDecodeError) else None
+        except ImportFormatError as exc:
+            return exc
+
+    def unknown(self) -> ImportFormatError:
+        """The error for a content no importer takes: what it is, and what the importers look for."""
+        every = " nor ".join(importer.describes for importer in importers())
+        if isinstance(self.value, dict):
+            keys = ", ".join(sorted(map(str, self.value))[:8]) or "none"
+            return ImportFormatError(f"{self.name}: a JSON object that is neither {every}; its keys: {keys}")
+        if not isinstance(self.value, json.JSONDecodeError):
+            return ImportFormatError(f"{self.name}: a JSON {type(self.value).__name__}, not {every}")
+        if isinstance(self.lines, ImportFormatError):
+            return self.lines
+        lines = " nor ".join(importer.describes for importer in importers() if importer.reads == "json-lines")
+        return ImportFormatError(f"{self.name}: JSON Lines, but no line is {lines}")
 
 
-def _is_claude_code_entry(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("type"), str) and any(k in value for k in _CLAUDE_CODE_KEYS)
-
-
-def _json_lines(text: str, name: str, whole: json.JSONDecodeError) -> Document:
+def _json_lines(text: str, name: str, whole: json.JSONDecodeError) -> Lines:
     lines = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
     first_parses = False
     if len(lines) > 1:
@@ -166,11 +173,7 @@ def _json_lines(text: str, name: str, whole: json.JSONDecodeError) -> Document:
         if not isinstance(value, dict):
             raise ImportFormatError(f"{name}: line {number}: a JSON {type(value).__name__}, not an object")
         entries.append((number, value))
-    if not any(_is_claude_code_entry(value) for _, value in entries):
-        raise ImportFormatError(
-            f"{name}: JSON Lines, but no line is a Claude Code session entry (a 'type' with 'uuid' or 'sessionId')"
-        )
-    return Document(name=name, format="claude-code", entries=tuple(entries), warnings=tuple(warnings))
+    return tuple(entries), tuple(warnings)
 
 
 def _ends_early(line: str, exc: json.JSONDecodeError) -> bool:
