@@ -1,15 +1,19 @@
 """One walk renders both ways: ``to_anthropic`` and the live request (``render_messages``) agree on every
 history without recorded content, less the final trim only ``to_anthropic`` does, and what the live request
-adds is its own (recorded content sent back exactly)."""
+adds is its own (recorded content sent back exactly). Both are rules: they import no database, store,
+summarizer or CLI module."""
 
 from __future__ import annotations
 
+import ast
 import copy
+from pathlib import Path
 
 import pytest
 from corpus_helpers import all_files
 from history_builders import assistant, compaction, summary, text, tool, user
 
+import brutus
 from brutus.history import filter_compacted
 from brutus.importers import plan_document, read_document
 from brutus.live.render import render_messages
@@ -87,3 +91,27 @@ def test_a_summary_is_where_the_live_request_puts_its_breakpoint():
     rendered = render_messages(history, system=SYSTEM, tools=None)
     assert trimmed(rendered.messages) == to_anthropic(history)["messages"]
     assert rendered.messages[rendered.summary_index]["content"][-1]["text"] == "what happened"
+
+
+def test_both_renderers_import_only_rules():
+    """The renderers (and what they import, transitively, within brutus) are rules: no database, store,
+    summarizer or CLI module among them."""
+    root = Path(brutus.__file__).parent
+    seen, todo = set(), ["brutus.render", "brutus.live.render"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = root.joinpath(*name.split(".")[1:]).with_suffix(".py")
+        package = name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+                todo.append(module)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                todo += [n for n in names if n.startswith("brutus")]
+    assert seen == {"brutus.render", "brutus.live.render", "brutus.live.blocks", "brutus.errors", "brutus.history",
+                    "brutus.models", "brutus.pricing"}
