@@ -23,7 +23,9 @@ Rules ``to_anthropic`` keeps, whatever the history holds:
   lone surrogate replaced by U+FFFD, in texts, tool results and tool inputs alike.
 - An empty history renders to no messages; ``system`` is left out when None or empty.
 
-``validate_anthropic`` checks a body against those API rules and is what the tests run every render through.
+``Walk`` is the one walk behind ``to_anthropic`` and the live request (``brutus.live.render``, which sends
+recorded content back exactly). ``validate_anthropic`` checks a body against those API rules and is what the
+tests run every render through.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ __all__ = [
     "FAILED_TOOL_OUTPUT",
     "INTERRUPTED_TOOL_OUTPUT",
     "PLACEHOLDER_USER_TEXT",
+    "Walk",
     "anthropic_problems",
     "file_mention",
     "part_text",
@@ -170,55 +173,83 @@ def _text_block(text: str | None) -> list[Block]:
     return [{"type": "text", "text": _clean(text)}] if text and text.strip() else []
 
 
-class _Ids:
-    """Tool-use ids that Anthropic accepts and that are unique within one request."""
+class Walk:
+    """The one walk from stored messages to Messages API messages (the module rules, less the final trim).
+    ``to_anthropic`` runs it as it is; the live request (``brutus.live.render``) overrides ``user`` and
+    ``assistant`` to send recorded content back exactly. ``run()`` fills ``messages`` and, for each of them,
+    ``opened_by``: the index in ``order`` (the history in the order it renders) of the entry that began it."""
 
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
+    def __init__(self, history: Sequence[MessageWithParts]) -> None:
+        self.order = _compaction_first(history)
+        self.messages: list[dict[str, Any]] = []
+        self.opened_by: list[int] = []
+        self.tool_use_ids: set[str] = set()  # the ids taken so far: each is unique within the request
 
-    def make(self, part: ToolPart) -> str:
+    def run(self) -> Walk:
+        for position, message in enumerate(self.order):
+            if message.info.role == "user":
+                self._add(position, "user", self.user(message))
+            elif (turn := self.assistant(message)) is not None:
+                self._add(position, "assistant", turn[0])
+                self._add(position, "user", turn[1])
+        return self
+
+    def user(self, message: MessageWithParts) -> list[Block]:
+        """The blocks a user message renders as."""
+        blocks: list[Block] = []
+        for part in message.parts:
+            blocks += _text_block(part_text(part))
+        return blocks
+
+    def assistant(self, message: MessageWithParts) -> tuple[list[Block], list[Block]] | None:
+        """The blocks an assistant message renders as and the tool results of the user message after it; None
+        when the message is left out."""
+        if _failed(message):
+            return None
+        blocks: list[Block] = []
+        results: list[Block] = []
+        for part in message.parts:
+            if isinstance(part, ToolPart):
+                tool_use_id = self._tool_use_id(part)
+                blocks.append(
+                    {"type": "tool_use", "id": tool_use_id, "name": part.tool, "input": _clean_json(part.state.input)}
+                )
+                text, is_error = tool_result(part.state)
+                result: Block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": _clean(text)}
+                if is_error:
+                    result["is_error"] = True
+                results.append(result)
+            elif not isinstance(part, CompactionPart):
+                blocks += _text_block(part_text(part))
+        return blocks, results
+
+    def lead(self) -> bool:
+        """Put a ``(continued)`` user message first when the messages start with the assistant; True if it did."""
+        if not self.messages or self.messages[0]["role"] != "assistant":
+            return False
+        self.messages.insert(0, {"role": "user", "content": [{"type": "text", "text": PLACEHOLDER_USER_TEXT}]})
+        self.opened_by.insert(0, -1)
+        return True
+
+    def _add(self, position: int, role: str, blocks: list[Block]) -> None:
+        """Append ``blocks`` to the last message when it is ``role``'s (roles alternate), else begin one."""
+        if not blocks:
+            return
+        if self.messages and self.messages[-1]["role"] == role:
+            self.messages[-1]["content"].extend(blocks)
+        else:
+            self.messages.append({"role": role, "content": list(blocks)})
+            self.opened_by.append(position)
+
+    def _tool_use_id(self, part: ToolPart) -> str:
+        """The call id with what Anthropic refuses replaced, made unique within the request."""
         base = _BAD_ID_CHARS.sub("_", part.call_id) or _BAD_ID_CHARS.sub("_", part.id or "") or "toolu"
         candidate, n = base, 1
-        while candidate in self.seen:
+        while candidate in self.tool_use_ids:
             n += 1
             candidate = f"{base}_{n}"
-        self.seen.add(candidate)
+        self.tool_use_ids.add(candidate)
         return candidate
-
-
-def _user_blocks(message: MessageWithParts) -> list[Block]:
-    blocks: list[Block] = []
-    for part in message.parts:
-        blocks += _text_block(part_text(part))
-    return blocks
-
-
-def _assistant_blocks(message: MessageWithParts, ids: _Ids) -> tuple[list[Block], list[Block]]:
-    blocks: list[Block] = []
-    results: list[Block] = []
-    for part in message.parts:
-        if isinstance(part, ToolPart):
-            tool_use_id = ids.make(part)
-            blocks.append(
-                {"type": "tool_use", "id": tool_use_id, "name": part.tool, "input": _clean_json(part.state.input)}
-            )
-            text, is_error = tool_result(part.state)
-            result: Block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": _clean(text)}
-            if is_error:
-                result["is_error"] = True
-            results.append(result)
-        elif not isinstance(part, CompactionPart):
-            blocks += _text_block(part_text(part))
-    return blocks, results
-
-
-def _append(turns: list[dict[str, Any]], role: str, blocks: list[Block]) -> None:
-    if not blocks:
-        return
-    if turns and turns[-1]["role"] == role:
-        turns[-1]["content"].extend(blocks)
-    else:
-        turns.append({"role": role, "content": list(blocks)})
 
 
 def _trim_final_assistant(turns: list[dict[str, Any]]) -> None:
@@ -232,24 +263,13 @@ def _trim_final_assistant(turns: list[dict[str, Any]]) -> None:
 
 def to_anthropic(history: Sequence[MessageWithParts], *, system: str | None = None) -> dict[str, Any]:
     """``{"system": ..., "messages": [...]}`` for the Anthropic Messages API (see the module rules)."""
-    ids = _Ids()
-    turns: list[dict[str, Any]] = []
-    for message in _compaction_first(history):
-        if message.info.role == "user":
-            _append(turns, "user", _user_blocks(message))
-            continue
-        if _failed(message):
-            continue
-        blocks, results = _assistant_blocks(message, ids)
-        _append(turns, "assistant", blocks)
-        _append(turns, "user", results)
-    if turns and turns[0]["role"] == "assistant":
-        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": PLACEHOLDER_USER_TEXT}]})
-    _trim_final_assistant(turns)
+    walk = Walk(history).run()
+    walk.lead()
+    _trim_final_assistant(walk.messages)
     body: dict[str, Any] = {}
     if system:
         body["system"] = system
-    body["messages"] = turns
+    body["messages"] = walk.messages
     return body
 
 

@@ -8,7 +8,9 @@ Rules:
   same block with its content ``[Old tool result content cleared]``; a call without a result is an error
   result ``[Tool execution was interrupted]``. A user message recorded by ``Conversation.user`` is its
   content as text / content blocks. Anything else (imported history, compaction messages, summaries)
-  renders as ``to_anthropic`` renders it.
+  renders as ``to_anthropic`` renders it: the request is its walk (``brutus.render.Walk``) with these two
+  overrides, less its final trim (what a conversation sends never ends with the assistant: a user message
+  follows, the turn's continuation or a summary's instruction).
 - The store edits what was sent only at two kinds of points: a prune mark (a tool result's content) and a
   compaction boundary (the view starts again). The prefix of a message is ``system``, ``tools`` and the
   messages before it, ``cache_control`` left out (a moved breakpoint is no edit); its hash is a running
@@ -37,18 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..models import MessageWithParts, ToolPart
-from ..render import (
-    CLEARED_TOOL_OUTPUT,
-    INTERRUPTED_TOOL_OUTPUT,
-    PLACEHOLDER_USER_TEXT,
-    _append,
-    _assistant_blocks,
-    _compaction_first,
-    _failed,
-    _Ids,
-    _user_blocks,
-    tool_result,
-)
+from ..render import CLEARED_TOOL_OUTPUT, INTERRUPTED_TOOL_OUTPUT, Walk, tool_result
 from .blocks import KEY, canonical, recorded_response, stored_tool_result
 
 __all__ = ["BINDING_BETA", "COMPACTION_BETA", "THINKING_TYPES", "Hashes", "Rendered", "prefix_seed", "render_messages", "without_cache_control"]
@@ -119,81 +110,60 @@ def _tool_results(content: Sequence[Mapping[str, Any]], parts: Sequence[Any]) ->
     return results
 
 
-def _user_content(message: MessageWithParts) -> list[Block]:
-    record = (message.info.metadata or {}).get(KEY)
-    content = record.get("content") if isinstance(record, Mapping) else None
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if isinstance(content, list):
-        return copy.deepcopy(content)
-    return _user_blocks(message)
+class _LiveWalk(Walk):
+    """The walk of ``to_anthropic`` with recorded content sent back exactly; it notes the recorded response
+    behind each assistant message (by index) and the message holding the newest summary."""
 
+    def __init__(self, view: Sequence[MessageWithParts]) -> None:
+        super().__init__(view)
+        self.recorded: dict[int, dict[str, Any]] = {}
+        self.summary_index: int | None = None
+        self.cut = (0, False)  # where the messages start (a server compaction), and whether a placeholder leads
 
-class _Assembled(NamedTuple):
-    messages: list[dict[str, Any]]
-    recorded: dict[int, dict[str, Any]]  # the recorded response behind each assistant message, by index
-    summary_index: int | None  # the newest summary
-    order: list[MessageWithParts]  # the view in the order it renders
-    opened_by: list[int]  # for each message, the index in ``order`` of the entry that began it (-1: none)
-    cut: tuple[int, bool]  # where the messages start (a server compaction), and whether a placeholder leads
+    def user(self, message: MessageWithParts) -> list[Block]:
+        record = (message.info.metadata or {}).get(KEY)
+        content = record.get("content") if isinstance(record, Mapping) else None
+        if isinstance(content, str):
+            return [{"type": "text", "text": content}]
+        if isinstance(content, list):
+            return copy.deepcopy(content)
+        return super().user(message)
 
-
-def _assemble(view: Sequence[MessageWithParts]) -> _Assembled:
-    ids = _Ids()
-    turns: list[dict[str, Any]] = []
-    recorded: dict[int, dict[str, Any]] = {}
-    summary_index = None
-    order = _compaction_first(view)
-    opened_by: list[int] = []
-    for position, message in enumerate(order):
-        opened_by += [position - 1] * (len(turns) - len(opened_by))  # the messages the entry before began
-        if message.info.role == "user":
-            _append(turns, "user", _user_content(message))
-            continue
+    def assistant(self, message: MessageWithParts) -> tuple[list[Block], list[Block]] | None:
         record = recorded_response(message.info.metadata)
         if record is None:
-            if _failed(message):
-                continue
-            blocks, results = _assistant_blocks(message, ids)
-            if blocks and message.info.summary:
-                summary_index = len(turns) if not turns or turns[-1]["role"] != "assistant" else len(turns) - 1
-        else:
-            discarded = set(record.get("discarded") or ())
-            blocks = [copy.deepcopy(b) for i, b in enumerate(record["response"]["content"]) if i not in discarded]
-            results = _tool_results(blocks, message.parts)
-            for block in blocks:
-                if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                    ids.seen.add(block["id"])
-        if blocks and not (turns and turns[-1]["role"] == "assistant"):
-            if record is not None:
-                recorded[len(turns)] = record
-        elif blocks and record is not None:  # two assistant messages in a row merge: the first one's prefix holds
-            recorded.setdefault(len(turns) - 1, record)
-        _append(turns, "assistant", blocks)
-        _append(turns, "user", results)
-    opened_by += [len(order) - 1] * (len(turns) - len(opened_by))
-    start = _server_boundary(turns, recorded)
-    placeholder = not start and bool(turns) and turns[0]["role"] == "assistant"
-    if start:  # the API reads from the newest compaction block on: what is before it is not sent
-        turns, opened_by = turns[start:], opened_by[start:]
-        recorded = {i - start: r for i, r in recorded.items() if i >= start}
-        summary_index = None if summary_index is None or summary_index < start else summary_index - start
-    elif placeholder:
-        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": PLACEHOLDER_USER_TEXT}]})
-        opened_by.insert(0, -1)
-        recorded = {i + 1: r for i, r in recorded.items()}
-        summary_index = None if summary_index is None else summary_index + 1
-    return _Assembled(turns, recorded, summary_index, order, opened_by, (start, placeholder))
+            turn = super().assistant(message)
+            if turn is not None and turn[0] and message.info.summary:
+                self.summary_index = self._landing()
+            return turn
+        discarded = set(record.get("discarded") or ())
+        blocks = [copy.deepcopy(b) for i, b in enumerate(record["response"]["content"]) if i not in discarded]
+        self.tool_use_ids.update(b["id"] for b in blocks if b.get("type") == "tool_use" and isinstance(b.get("id"), str))
+        if blocks:  # two assistant messages in a row merge: the first one's prefix holds
+            self.recorded.setdefault(self._landing(), record)
+        return blocks, _tool_results(blocks, message.parts)
+
+    def _landing(self) -> int:
+        """The index of the message an assistant's blocks go to: the last one when it is the assistant's."""
+        messages = self.messages
+        return len(messages) - 1 if messages and messages[-1]["role"] == "assistant" else len(messages)
+
+    def start(self) -> _LiveWalk:
+        """Start at the newest recorded response that opens with a ``compaction`` block (the API reads from it
+        on: what is before it is not sent), else lead with a placeholder when the assistant begins."""
+        start = next((i for i in sorted(self.recorded, reverse=True) if _compacted(self.messages[i])), 0)
+        del self.messages[:start], self.opened_by[:start]
+        moved = -start if start else int(self.lead())
+        self.recorded = {i + moved: r for i, r in self.recorded.items() if i >= start}
+        if self.summary_index is not None:
+            self.summary_index = None if self.summary_index < start else self.summary_index + moved
+        self.cut = (start, moved == 1)
+        return self
 
 
-def _server_boundary(turns: list[dict[str, Any]], recorded: dict[int, dict[str, Any]]) -> int:
-    """The index of the newest recorded response that opens with a ``compaction`` block (server-side
-    compaction at a threshold), else 0."""
-    for index in sorted(recorded, reverse=True):
-        content = turns[index]["content"]
-        if content and content[0].get("type") == "compaction":
-            return index
-    return 0
+def _compacted(message: dict[str, Any]) -> bool:
+    """Whether a message opens with a ``compaction`` block (server-side compaction at a threshold)."""
+    return bool(message["content"]) and message["content"][0].get("type") == "compaction"
 
 
 def _thinking_paths(messages: list[dict[str, Any]], index: int) -> list[str]:
@@ -217,7 +187,7 @@ class Hashes(NamedTuple):
     prefixes: list[str]
 
 
-def _kept(last: Hashes | None, built: _Assembled, head: tuple[str, int, bool]) -> int:
+def _kept(last: Hashes | None, built: _LiveWalk, head: tuple[str, int, bool]) -> int:
     """How many leading messages are those ``last`` hashed: each begun and ended by entries that are the very
     objects of the last render's view, in the same order, under the same seed and cut."""
     if last is None or last.head != head:
@@ -245,7 +215,7 @@ def render_messages(
     """Render ``view`` (see the module rules). ``previous``: the prefix hashes of the last render. ``last``:
     what the last render hashed (``Rendered.hashes``), for a view whose entries are never edited and are the
     same objects only when unchanged (``reuse_history``'s): the messages it covers are not hashed again."""
-    built = _assemble(view)
+    built = _LiveWalk(view).run().start()
     messages, recorded, summary_index = built.messages, built.recorded, built.summary_index
     seed = prefix_seed(system, tools)
     head = (seed.hexdigest(), *built.cut)
@@ -262,8 +232,7 @@ def render_messages(
     invalid = [  # recorded responses whose prefix changed; one that opens with a compaction binds from there
         index
         for index, record in sorted(recorded.items())
-        if record.get("prefix") not in (None, prefixes[index])
-        and not (messages[index]["content"] and messages[index]["content"][0].get("type") == "compaction")
+        if record.get("prefix") not in (None, prefixes[index]) and not _compacted(messages[index])
     ]
     hashes = Hashes(built.order, built.opened_by, head, states, list(prefixes))
     if invalid:  # every later block's prefix holds the first changed one: all of them are invalid
