@@ -113,5 +113,5 @@ def test_both_renderers_import_only_rules():
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
                 todo += [n for n in names if n.startswith("brutus")]
-    assert seen == {"brutus.render", "brutus.live.render", "brutus.live.blocks", "brutus.errors", "brutus.history",
+    assert seen == {"brutus.render", "brutus.live.render", "brutus.blocks", "brutus.errors", "brutus.history",
                     "brutus.models", "brutus.pricing"}

@@ -5,7 +5,7 @@ Rules:
 
 - The order of each call's store actions is in ``flows.py``; this module decides what they write.
 - ``user(content)`` stores the content as given (a string or content blocks) in the message's metadata,
-  with a text part per text block; ``record(response)`` stores the response whole (``blocks.py``);
+  with a text part per text block; ``record(response)`` stores the response whole (``brutus.blocks``);
   ``tool_results(results)`` completes the tool parts of the newest response. Each is one transaction.
 - ``request()`` runs the context policy (``policy.py``), then renders the view (``render.py``) into the
   keyword arguments of ``client.beta.messages.create``. The prefix hash of what it rendered is what the
@@ -31,7 +31,7 @@ from ..models import MessageWithParts, ModelLimits
 from ..estimates import context_size
 from ..limits import model_limits
 from ..tokens import estimate_tokens
-from .blocks import KEY, canonical, parse_response, parse_tool_result, recorded_response, response_dict
+from ..blocks import KEY, canonical, parse_response, parse_tool_result, recorded_response, response_dict
 from .policy import ContextPolicy, Plan, plan_request, threshold
 from .render import BINDING_BETA, COMPACTION_BETA, Hashes, Rendered, render_messages
 

@@ -22,7 +22,7 @@ from ..errors import CompactionStalled
 from ..flows import Tx
 from ..ids import new_id
 from ..models import Message, MessageWithParts
-from .blocks import KEY
+from ..blocks import KEY
 from .core import ConversationState, RequestStats, is_prompt_too_long
 
 __all__ = ["Flow", "fork", "pending_calls", "recover", "record", "request", "tool_results", "user", "view"]

@@ -40,12 +40,10 @@ from typing import Any, NamedTuple
 
 from ..models import MessageWithParts, ToolPart
 from ..render import CLEARED_TOOL_OUTPUT, INTERRUPTED_TOOL_OUTPUT, Walk, tool_result
-from .blocks import KEY, canonical, recorded_response, stored_tool_result
+from ..blocks import BINDING_BETA, COMPACTION_BETA, KEY, canonical, recorded_response, stored_tool_result
 
 __all__ = ["BINDING_BETA", "COMPACTION_BETA", "THINKING_TYPES", "Hashes", "Rendered", "prefix_seed", "render_messages", "without_cache_control"]
 
-BINDING_BETA = "thinking-binding-controls-2026-08-01"
-COMPACTION_BETA = "compact-2026-09-04"  # the API's on-demand compaction; its blocks need it to come back
 THINKING_TYPES = ("thinking", "redacted_thinking")
 
 Block = dict[str, Any]

@@ -23,8 +23,7 @@ import copy
 from typing import Any
 
 from ..errors import SummarizerError
-from ..live.blocks import KEY, response_dict
-from ..live.render import COMPACTION_BETA
+from ..blocks import COMPACTION_BETA, KEY, response_dict
 from ..models import CacheTokens, TokenCounts
 from ..pricing import usage_cost
 from ..render import to_anthropic

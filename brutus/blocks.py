@@ -27,11 +27,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ..errors import InvalidInput
-from ..models import CacheTokens, TokenCounts
-from ..pricing import usage_cost
+from .errors import InvalidInput
+from .models import CacheTokens, TokenCounts
+from .pricing import usage_cost
 
 __all__ = [
+    "BINDING_BETA",
+    "COMPACTION_BETA",
     "KEY",
     "RecordedResponse",
     "ToolResult",
@@ -42,6 +44,9 @@ __all__ = [
     "response_dict",
     "stored_tool_result",
 ]
+
+BINDING_BETA = "thinking-binding-controls-2026-08-01"  # the thinking controls' beta (``drop_block``)
+COMPACTION_BETA = "compact-2026-09-04"  # the API's on-demand compaction; its blocks need it to come back
 
 KEY = "anthropic"  # the metadata key brutus keeps provider records under
 _OUTPUT = "$output"  # a stored tool_result whose content is the tool part's output string
