@@ -4,6 +4,6 @@ run the context policy (prune, compact, recover) as a library call."""
 from .aconversation import AsyncConversation
 from .conversation import Conversation
 from .core import RequestStats, is_prompt_too_long
-from .policy import ContextPolicy, plan_request
+from ..policy import ContextPolicy, plan_request
 
 __all__ = ["AsyncConversation", "ContextPolicy", "Conversation", "RequestStats", "is_prompt_too_long", "plan_request"]
