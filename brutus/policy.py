@@ -1,40 +1,32 @@
 """The context policy: when a session prunes and compacts (seeds 000, 002, 004), as a value and a plan.
 
-This is the one home of those decisions. The live loop (``brutus.live``) and ``replay`` ask the same
-functions: ``plan_request`` before a request, ``over_threshold`` after relieving, ``compaction_config`` for
-what prune and compact run with. The usable context is ``brutus.limits.usable_tokens`` (``is_overflow``'s).
-
-Rules, checked before each request and applied in this order:
+The one home of these decisions: the live loop (``brutus.live``) and ``replay`` call the same
+``plan_request``, ``over_threshold`` and ``ContextPolicy.compaction_config``. Rules, checked before each
+request in this order:
 
 1. A reactive compaction asked for since the last request (the provider said the prompt is too long, or a
    ``max_tokens`` stop cut a tool call short) runs with trigger ``overflow``.
 2. A pending compaction marker (a compaction that crashed or was cancelled) is processed: compact now.
-3. Over the threshold, ``compact_at`` of the usable context, the session is relieved: with
-   ``prune="on-compaction"`` (seed 004's ``processCompaction`` order: prune right before the summary, when
-   the prefix changes anyway) and ``"off"`` it compacts; with ``"after-turn"`` and ``"cold-cache"`` it
-   prunes first and compacts only when that was not enough.
+3. Over the threshold, ``compact_at`` of the usable context (``brutus.limits.usable_tokens``, as
+   ``is_overflow`` counts it), the session compacts; ``"after-turn"`` and ``"cold-cache"`` prune first and
+   compact only when that was not enough (``PruneMode.first``), ``"on-compaction"`` prunes right before the
+   summary (seed 004's ``processCompaction`` order) and ``"off"`` never prunes, in compaction either.
 4. Below it, ``"after-turn"`` prunes once a turn has ended (seed 004's phase 3, OpenCode's classic) and
-   ``"cold-cache"`` prunes once the last request is older than the cache TTL (nothing cached is lost).
-   ``"on-compaction"`` and ``"off"`` leave the prefix alone. ``"off"`` never prunes, in compaction either.
+   ``"cold-cache"`` once the last request is older than the cache TTL (nothing cached is lost).
 
 Never a loop: a compaction that stalls (``CompactionStalled``), or leaves the context over the threshold,
 blocks automatic compaction until the next user turn; a view too small for any summary to shrink it is not
 compacted at all (``ConversationState.too_small``). The request is sent either way.
 
-Where a change goes:
+A new prune mode is one entry of ``PRUNE_MODES`` (``brutus replay --policy`` lists them in
+``cli.replay_commands.POLICIES``, so that ``--help`` loads no pydantic; a test keeps the two equal). A new
+setting is a field of ``ContextPolicy``, a new step before a request a branch of ``plan_request``.
 
-- A new prune mode is one entry of ``PRUNE_MODES`` (a ``PruneMode``: whether prune runs in a compaction,
-  whether it goes first over the threshold, when it runs below it); ``ContextPolicy(prune=…)`` accepts it.
-  ``brutus replay --policy`` lists the modes in ``cli.replay_commands.POLICIES`` (so ``--help`` loads no
-  pydantic; a test keeps the two equal).
-- A new setting is a field of ``ContextPolicy``; a new step before a request is a branch of ``plan_request``.
-
-Not here, on purpose: how one compaction splits head from tail (``brutus.split``, given ``tail_tokens``) and
-when it stalls (``brutus.compaction.plan``, given ``stall_ratio``), the mechanics this policy parameterises;
-the tiers (``brutus.tiers.strategies``), ADR-0041's rewrites of old messages by absolute token counts and
-message ages of the tier view, run on request, with their thresholds in ``TierConfig``; what a replay
-simulates (``replay_limits``: a smaller context, ``replay_config``: prune thresholds scaled to it); and the
-seeds' standalone budgets (``TokenBudget``, ``cagent_should_compact``), public for agents with their own loop.
+Elsewhere, on purpose: the mechanics of one compaction this policy parameterises (the tail split in
+``brutus.split``, the stall rule in ``brutus.compaction.plan``); the tiers (``brutus.tiers.strategies``:
+ADR-0041's rewrites by absolute token counts and message ages of the tier view, run on request, thresholds
+in ``TierConfig``); what a replay simulates (``replay_limits``, ``replay_config``); and the seeds' budgets
+for an agent with its own loop (``TokenBudget``, ``cagent_should_compact``).
 """
 
 from __future__ import annotations
@@ -49,48 +41,29 @@ from .limits import usable_tokens
 from .models import CompactionConfig, ModelLimits
 
 __all__ = [
-    "CACHE_TTL_MS",
-    "PRUNE_MODES",
-    "ContextPolicy",
-    "Plan",
-    "PruneMode",
-    "over_threshold",
-    "plan_request",
-    "threshold",
+    "CACHE_TTL_MS", "PRUNE_MODES", "ContextPolicy", "Plan", "PruneMode", "over_threshold", "plan_request", "threshold"
 ]
 
 CACHE_TTL_MS = {"5m": 5 * 60_000, "1h": 60 * 60_000}
-
-PruneNow = Callable[["ContextPolicy", bool, "int | None"], bool]  # (policy, turn_ended, idle_ms) -> prune now?
-
-
-def _never(policy: ContextPolicy, turn_ended: bool, idle_ms: int | None) -> bool:
-    return False
-
-
-def _turn_ended(policy: ContextPolicy, turn_ended: bool, idle_ms: int | None) -> bool:
-    return turn_ended
-
-
-def _cache_cold(policy: ContextPolicy, turn_ended: bool, idle_ms: int | None) -> bool:
-    return idle_ms is not None and idle_ms > CACHE_TTL_MS[policy.cache_ttl]
 
 
 @dataclass(frozen=True)
 class PruneMode:
     """One ``prune`` setting: prune inside a compaction (``in_compaction``), prune before compacting over the
-    threshold (``first``), and whether to prune below it (``below``)."""
+    threshold (``first``), and below it ``below(policy, turn_ended, idle_ms)``: prune now?"""
 
     in_compaction: bool = True
     first: bool = False
-    below: PruneNow = _never
+    below: Callable[[ContextPolicy, bool, int | None], bool] = lambda policy, turn_ended, idle_ms: False
 
 
 PRUNE_MODES: dict[str, PruneMode] = {
     "on-compaction": PruneMode(),
-    "after-turn": PruneMode(first=True, below=_turn_ended),
+    "after-turn": PruneMode(first=True, below=lambda policy, turn_ended, idle_ms: turn_ended),
     "off": PruneMode(in_compaction=False),
-    "cold-cache": PruneMode(first=True, below=_cache_cold),
+    "cold-cache": PruneMode(
+        first=True, below=lambda policy, turn_ended, idle: idle is not None and idle > CACHE_TTL_MS[policy.cache_ttl]
+    ),
 }
 
 

@@ -11,12 +11,10 @@ Rules:
   last call's recorded usage re-based on the replayed messages (``brutus.replay_meter``), since the recorded
   usage measured the original, unlimited context. Until the replay prunes or compacts, that is exactly the
   recorded figure.
-- After each assistant message it asks the live agents' context policy what to do (``brutus.policy``, the
-  same functions ``Conversation`` calls: ``plan_request``, ``over_threshold`` and ``compaction_config`` of a
-  ``ContextPolicy``, default ``prune="on-compaction"``): above the threshold
-  (``compact_at`` of the usable context) it compacts with trigger ``auto`` (pruning first under
-  ``after-turn`` / ``cold-cache``, compacting only when that was not enough); under ``after-turn`` it also
-  prunes after each ended turn. A ``CompactionStalled``, or a compaction that leaves the view over the
+- After each assistant message it runs the live agents' context policy (``brutus.policy``: the same
+  ``plan_request``, ``over_threshold`` and ``compaction_config`` as ``Conversation``), the turn ended when the
+  message's finish says so, with no idle time (so ``cold-cache`` prunes only over the threshold here);
+  compactions have trigger ``auto``. A ``CompactionStalled``, or a compaction that leaves the view over the
   threshold, is recorded, and no compaction is tried again before the next user turn: never a loop.
 - What it simulates: ``replay_limits``, the session's model's limits, or ``context_limit`` tokens with the
   output reserve cut to a quarter of them; ``replay_config``, prune's thresholds scaled to the room the
@@ -261,11 +259,11 @@ class _Run:
     report: ReplayReport
     recorded: RecordedCalls
     policy: ContextPolicy
+    meter: CostMeter
     usage: dict[str, Usage] = field(default_factory=dict)  # replayed message id -> its recorded call
     ids: dict[str, str] = field(default_factory=dict)  # recorded message id -> replayed message id
     turns: int = 0
     blocked_turn: int = -1  # no compaction until a user turn after this one
-    meter: CostMeter | None = None
     view: list[MessageWithParts] = field(default_factory=list)  # as the last measure() loaded it
 
     def measure(self) -> tuple[int, int]:
@@ -275,7 +273,7 @@ class _Run:
 
     def step(self, index: int, entry: MessageWithParts) -> ReplayPoint:
         call = self.recorded.observe(index)
-        if call is not None and self.meter is not None:  # the request this call answered: the view as it is now
+        if call is not None:  # the request this call answered: the view as it is now
             self.meter.request(self.view, call, entry.info.time.created, estimate_message_tokens)
         message = write_message(self.store, self.session_id, entry, self.ids)
         if call is not None:
@@ -305,7 +303,7 @@ class _Run:
             original_tokens=self.recorded.tokens_at(index),
             view_messages=count,
             action=action,
-            cost=round(self.meter.cost, 6) if self.meter is not None else 0.0,
+            cost=round(self.meter.cost, 6),
         )
 
     def relieve(self, step: int, tokens: int, plan: Plan) -> tuple[int, Action | None]:
@@ -331,8 +329,7 @@ class _Run:
             self.blocked_turn = self.turns
             return tokens, _action([*done, "stalled"])
         after = self.measure()[0]
-        if self.meter is not None:
-            self.meter.add(result.summary_message.info.cost)
+        self.meter.add(result.summary_message.info.cost)
         self.report.compactions.append(
             ReplayCompaction(
                 step=step,
@@ -402,8 +399,8 @@ def replay(
         fixed_tokens=0,
         token_ratio=1.0,
     )
-    run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history), policy)
-    run.meter = CostMeter(model, ttl=policy.cache_ttl)
+    meter = CostMeter(model, ttl=policy.cache_ttl)
+    run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history), policy, meter)
     for index, entry in enumerate(history):
         point = run.step(index, entry)
         report.curve.append(point)
