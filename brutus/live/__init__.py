@@ -1,9 +1,9 @@
 """Live agents on the Anthropic Messages API: record responses losslessly, render requests append-only, and
 run the context policy (prune, compact, recover) as a library call."""
 
+from ..policy import ContextPolicy, plan_request
 from .aconversation import AsyncConversation
 from .conversation import Conversation
 from .core import RequestStats, is_prompt_too_long
-from ..policy import ContextPolicy, plan_request
 
 __all__ = ["AsyncConversation", "ContextPolicy", "Conversation", "RequestStats", "is_prompt_too_long", "plan_request"]
