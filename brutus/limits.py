@@ -3,11 +3,13 @@
 Rules:
 
 - ``is_overflow`` (seed 004, plus cache writes): count = input + cache.read + output + cache.write
-  (Anthropic's ``input_tokens`` excludes cache writes, so they are added; deviation from the seed); output
-  ceiling = min(limits.output or 32_000, 32_000); usable = limits.input or context − ceiling; overflow when
-  count > usable. ``context == 0`` means unlimited: never an overflow.
+  (Anthropic's ``input_tokens`` excludes cache writes, so they are added; deviation from the seed);
+  ``output_ceiling`` = min(limits.output or 32_000, 32_000); ``usable_tokens`` = limits.input or context −
+  ceiling; overflow when count > usable. ``context == 0`` means unlimited: never an overflow. The context
+  policy (``brutus.policy``) compacts at its share of the same ``usable_tokens``.
 - ``TokenBudget`` (seeds 000, 002): utilization = used / context; ``should_compact`` when it is above 0.80,
   ``must_compact`` above 0.95 (both configurable); an unlimited context (0) never asks for compaction.
+  These and ``cagent_should_compact`` are for an agent with its own loop; brutus's own is ``brutus.policy``.
 - ``cagent_should_compact(input, output, added, limit)`` (seed 003, cagent): input + output + added above
   90 % of the limit; a non-positive limit is unlimited.
 - ``model_limits`` looks a model up in ``MODEL_LIMITS`` after normalising provider prefixes and suffixes
@@ -36,10 +38,24 @@ __all__ = [
     "cagent_should_compact",
     "is_overflow",
     "model_limits",
+    "output_ceiling",
+    "usable_tokens",
 ]
 
 OUTPUT_TOKEN_MAX = 32_000
 CONTEXT_1M_BETA = "context-1m-2025-08-07"
+
+
+def output_ceiling(limits: ModelLimits) -> int:
+    """The output a call may reserve: ``min(limits.output or 32_000, 32_000)``."""
+    return min(limits.output or OUTPUT_TOKEN_MAX, OUTPUT_TOKEN_MAX)
+
+
+def usable_tokens(limits: ModelLimits) -> int:
+    """What the prompt may hold: ``limits.input``, else the context less the output ceiling (0: unlimited)."""
+    if not limits.context:
+        return 0
+    return limits.input or limits.context - output_ceiling(limits)
 
 
 def is_overflow(tokens: TokenCounts, limits: ModelLimits) -> bool:
@@ -47,9 +63,7 @@ def is_overflow(tokens: TokenCounts, limits: ModelLimits) -> bool:
     if limits.context == 0:
         return False
     count = tokens.input + tokens.cache.read + tokens.output + tokens.cache.write
-    ceiling = min(limits.output or OUTPUT_TOKEN_MAX, OUTPUT_TOKEN_MAX)
-    usable = limits.input or limits.context - ceiling
-    return count > usable
+    return count > usable_tokens(limits)
 
 
 def _above(used: int, limit: int, threshold: float) -> bool:

@@ -11,14 +11,14 @@ Rules:
   last call's recorded usage re-based on the replayed messages (``brutus.replay_meter``), since the recorded
   usage measured the original, unlimited context. Until the replay prunes or compacts, that is exactly the
   recorded figure.
-- After each assistant message it asks the live agents' context policy what to do (``brutus.live.policy``:
-  ``plan_request`` with a ``ContextPolicy``, default ``prune="on-compaction"``): above the threshold
-  (``compact_at`` of the usable context) it compacts with trigger ``auto`` (pruning first under
-  ``after-turn`` / ``cold-cache``, compacting only when that was not enough); under ``after-turn`` it also
-  prunes after each ended turn. A ``CompactionStalled``, or a compaction that leaves the view over the
+- After each assistant message it runs the live agents' context policy (``brutus.policy``: the same
+  ``plan_request``, ``over_threshold`` and ``compaction_config`` as ``Conversation``), the turn ended when the
+  message's finish says so, with no idle time (so ``cold-cache`` prunes only over the threshold here);
+  compactions have trigger ``auto``. A ``CompactionStalled``, or a compaction that leaves the view over the
   threshold, is recorded, and no compaction is tried again before the next user turn: never a loop.
-- ``replay_limits``: the session's model's limits, or ``context_limit`` tokens with the output reserve cut to
-  a quarter of them. ``replay_config`` scales prune's thresholds to the room the messages have.
+- What it simulates: ``replay_limits``, the session's model's limits, or ``context_limit`` tokens with the
+  output reserve cut to a quarter of them; ``replay_config``, prune's thresholds scaled to the room the
+  messages have (the policy's switch and tail then apply to it).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .compaction.plan import ENDED
 from .errors import CompactionStalled, InvalidInput
-from .live.policy import ContextPolicy, Plan, plan_request, threshold
 from .models import (
     CompactionConfig,
     CompactionPart,
@@ -45,7 +44,8 @@ from .models import (
     ToolState,
 )
 from .estimates import estimate_message_tokens
-from .limits import DEFAULT_MODEL_LIMITS, OUTPUT_TOKEN_MAX, model_limits
+from .limits import DEFAULT_MODEL_LIMITS, model_limits, output_ceiling, usable_tokens
+from .policy import ContextPolicy, Plan, over_threshold, plan_request, threshold
 from .replay_cost import CostMeter
 from .replay_meter import RecordedCalls, Usage, measure_view
 from .store import SessionStore
@@ -171,8 +171,7 @@ def replay_limits(
         return model, base
     if isinstance(context_limit, bool) or not isinstance(context_limit, int) or context_limit <= 0:
         raise InvalidInput(f"the context limit must be a positive number of tokens, got {context_limit!r}")
-    output = min(base.output or OUTPUT_TOKEN_MAX, OUTPUT_TOKEN_MAX, context_limit // 4)
-    return model, ModelLimits(context=context_limit, output=output)
+    return model, ModelLimits(context=context_limit, output=min(output_ceiling(base), context_limit // 4))
 
 
 def replay_config(limits: ModelLimits, fixed_tokens: int = 0) -> CompactionConfig:
@@ -181,12 +180,8 @@ def replay_config(limits: ModelLimits, fixed_tokens: int = 0) -> CompactionConfi
     (system prompt, tool definitions); on a 200K model with a 15K system prompt that is seed 004's 40K / 20K."""
     if not limits.context:
         return CompactionConfig()
-    room = max(0, _usable(limits) - fixed_tokens)
+    room = max(0, usable_tokens(limits) - fixed_tokens)
     return CompactionConfig(prune_protect=min(40_000, room // 4), prune_minimum=min(20_000, room // 8))
-
-
-def _usable(limits: ModelLimits) -> int:
-    return limits.input or limits.context - min(limits.output or OUTPUT_TOKEN_MAX, OUTPUT_TOKEN_MAX)
 
 
 # -- writing as a live agent ----------------------------------------------------------------------------------
@@ -264,11 +259,11 @@ class _Run:
     report: ReplayReport
     recorded: RecordedCalls
     policy: ContextPolicy
+    meter: CostMeter
     usage: dict[str, Usage] = field(default_factory=dict)  # replayed message id -> its recorded call
     ids: dict[str, str] = field(default_factory=dict)  # recorded message id -> replayed message id
     turns: int = 0
     blocked_turn: int = -1  # no compaction until a user turn after this one
-    meter: CostMeter | None = None
     view: list[MessageWithParts] = field(default_factory=list)  # as the last measure() loaded it
 
     def measure(self) -> tuple[int, int]:
@@ -278,7 +273,7 @@ class _Run:
 
     def step(self, index: int, entry: MessageWithParts) -> ReplayPoint:
         call = self.recorded.observe(index)
-        if call is not None and self.meter is not None:  # the request this call answered: the view as it is now
+        if call is not None:  # the request this call answered: the view as it is now
             self.meter.request(self.view, call, entry.info.time.created, estimate_message_tokens)
         message = write_message(self.store, self.session_id, entry, self.ids)
         if call is not None:
@@ -308,18 +303,14 @@ class _Run:
             original_tokens=self.recorded.tokens_at(index),
             view_messages=count,
             action=action,
-            cost=round(self.meter.cost, 6) if self.meter is not None else 0.0,
+            cost=round(self.meter.cost, 6),
         )
-
-    def over(self, tokens: int) -> bool:
-        return tokens > threshold(self.limits, self.policy)
 
     def relieve(self, step: int, tokens: int, plan: Plan) -> tuple[int, Action | None]:
         """Run the policy's plan (prune, compact, or prune then compact when still over); the view after, and
         what was done."""
         done: list[str] = []
-        config = self.config or replay_config(self.limits, self.recorded.fixed or 0)
-        config = config.model_copy(update={"prune": self.policy.prune != "off", "tail_tokens": self.policy.tail_tokens})
+        config = self.policy.compaction_config(self.config or replay_config(self.limits, self.recorded.fixed or 0))
         pruned = self.store.prune(self.session_id, config) if plan.prune else None
         if pruned is not None and pruned.pruned:
             after = self.measure()[0]
@@ -329,7 +320,7 @@ class _Run:
             self.report.prunes.append(prune)
             tokens = after
             done.append("prune")
-        if plan.compact is None or (plan.compact_if_still_over and not self.over(tokens)):
+        if plan.compact is None or (plan.compact_if_still_over and not over_threshold(tokens, self.limits, self.policy)):
             return tokens, _action(done)
         try:
             result = self.store.compact(self.session_id, self.summarizer, trigger="auto", config=config)
@@ -338,8 +329,7 @@ class _Run:
             self.blocked_turn = self.turns
             return tokens, _action([*done, "stalled"])
         after = self.measure()[0]
-        if self.meter is not None:
-            self.meter.add(result.summary_message.info.cost)
+        self.meter.add(result.summary_message.info.cost)
         self.report.compactions.append(
             ReplayCompaction(
                 step=step,
@@ -354,7 +344,7 @@ class _Run:
                 summary_model=result.summary_message.info.model_id,
             )
         )
-        if self.over(after):
+        if over_threshold(after, self.limits, self.policy):
             reason = f"the view is still {after:,} tokens after compacting, over the threshold: the rest cannot be compacted"
             self.report.stalls.append(ReplayStall(step=step, reason=reason))
             self.blocked_turn = self.turns
@@ -392,14 +382,13 @@ def replay(
     summarizer = summarizer or default_summarizer()
     policy = policy or ContextPolicy()
     session = store.create_session(title=f"replay: {title}" if title else "replay", directory=directory)
-    usable = _usable(limits) if limits.context else 0
     report = ReplayReport(
         session_id=session.id,
         source=source,
         title=title,
         model=model,
         limits=limits,
-        usable_tokens=usable,
+        usable_tokens=usable_tokens(limits),
         compact_at=threshold(limits, policy),
         policy=policy.prune,
         prune_protect=0,
@@ -410,8 +399,8 @@ def replay(
         fixed_tokens=0,
         token_ratio=1.0,
     )
-    run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history), policy)
-    run.meter = CostMeter(model, ttl=policy.cache_ttl)
+    meter = CostMeter(model, ttl=policy.cache_ttl)
+    run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history), policy, meter)
     for index, entry in enumerate(history):
         point = run.step(index, entry)
         report.curve.append(point)

@@ -20,13 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .models import MessageWithParts, ToolPart
+from .policy import CACHE_TTL_MS
 from .pricing import Price, price_of
 from .replay_meter import Usage
 
 __all__ = ["CostMeter", "FALLBACK_MODEL"]
 
 FALLBACK_MODEL = "claude-sonnet-4-5"
-_TTL_MS = {"5m": 5 * 60_000, "1h": 60 * 60_000}
 
 Key = tuple[str, int]
 
@@ -63,7 +63,7 @@ class CostMeter:
         sizes = [estimate(m) for m in view]
         total = usage.input_for(sum(sizes))
         shared = 0
-        if self._at is not None and at - self._at <= _TTL_MS[self.ttl]:
+        if self._at is not None and at - self._at <= CACHE_TTL_MS[self.ttl]:
             same = 0
             for mine, theirs in zip(keys, self._keys):
                 if mine != theirs:

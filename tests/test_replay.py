@@ -235,7 +235,7 @@ def test_replay_runs_the_live_policy(store: SessionStore, mode: str) -> None:
     """Replay asks ``plan_request`` what to do, as ``Conversation`` does: ``off`` never prunes, not even in a
     compaction; every compaction starts above the policy's threshold; one compaction per user turn at most."""
     from brutus import ContextPolicy
-    from brutus.live.policy import threshold
+    from brutus.policy import threshold
 
     report = replay_file(store, corpus_file("kind-meadow"), context_limit=40_000, summarizer=ExtractiveSummarizer(),
                          policy=ContextPolicy(prune=mode))

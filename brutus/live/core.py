@@ -7,7 +7,7 @@ Rules:
 - ``user(content)`` stores the content as given (a string or content blocks) in the message's metadata,
   with a text part per text block; ``record(response)`` stores the response whole (``brutus.blocks``);
   ``tool_results(results)`` completes the tool parts of the newest response. Each is one transaction.
-- ``request()`` runs the context policy (``policy.py``), then renders the view (``render.py``) into the
+- ``request()`` runs the context policy (``brutus.policy``), then renders the view (``render.py``) into the
   keyword arguments of ``client.beta.messages.create``. The prefix hash of what it rendered is what the
   next ``record`` keeps, so a response killed between ``create`` and ``record`` is the only thing lost.
 - A view that ends with an assistant message (a response cut short, a compaction that summarized the
@@ -28,11 +28,11 @@ from ..compaction.plan import ENDED, post_tokens, stall_reason
 from ..db.compaction_ops import CONTINUE_TEXT
 from ..errors import InvalidInput
 from ..models import MessageWithParts, ModelLimits
+from ..policy import ContextPolicy, Plan, over_threshold, plan_request
 from ..estimates import context_size
 from ..limits import model_limits
 from ..tokens import estimate_tokens
 from ..blocks import KEY, canonical, parse_response, parse_tool_result, recorded_response, response_dict
-from .policy import ContextPolicy, Plan, plan_request, threshold
 from .render import BINDING_BETA, COMPACTION_BETA, Hashes, Rendered, render_messages
 
 __all__ = ["ConversationState", "RequestStats", "is_prompt_too_long", "request_timeout"]
@@ -174,8 +174,7 @@ class ConversationState:
 
     def still_over(self, view: Sequence[MessageWithParts]) -> bool:
         assert self.limits is not None
-        limit = threshold(self.limits, self.policy)
-        return bool(limit) and self.measure(view) > limit
+        return over_threshold(self.measure(view), self.limits, self.policy)
 
     def block(self, view: Sequence[MessageWithParts], reason: str) -> None:
         """A compaction stalled: none again before the next user turn (logged, never raised: the loop goes on)."""

@@ -155,40 +155,35 @@ class Strategy(Protocol):
     def select(self, view: Sequence[MessageWithParts], config: TierConfig) -> list[Selection]: ...
 
 
-class ToolCallSummarization:
+class _Tier:
+    """A strategy is its ``select``: it should run when that finds anything."""
+
+    kind: TierKind
+    select: Callable[[Sequence[MessageWithParts], TierConfig], list[Selection]]
+
+    def should_run(self, view: Sequence[MessageWithParts], config: TierConfig) -> bool:
+        return bool(self.select(view, config))
+
+
+class ToolCallSummarization(_Tier):
     """Tier 1: old runs of raw tool calls → ``[SUMMARIZED]``."""
 
     kind: TierKind = "tool_call"
-
-    def should_run(self, view: Sequence[MessageWithParts], config: TierConfig) -> bool:
-        return bool(tool_call_selections(view, config))
-
-    def select(self, view: Sequence[MessageWithParts], config: TierConfig) -> list[Selection]:
-        return tool_call_selections(view, config)
+    select = staticmethod(tool_call_selections)
 
 
-class ThresholdSummarization:
+class ThresholdSummarization(_Tier):
     """Tier 2: old assistant blocks → ``[SUMMARIZED]`` once the view is above the token threshold."""
 
     kind: TierKind = "threshold"
-
-    def should_run(self, view: Sequence[MessageWithParts], config: TierConfig) -> bool:
-        return bool(threshold_selections(view, config))
-
-    def select(self, view: Sequence[MessageWithParts], config: TierConfig) -> list[Selection]:
-        return threshold_selections(view, config)
+    select = staticmethod(threshold_selections)
 
 
-class GoalBatchCompaction:
+class GoalBatchCompaction(_Tier):
     """Tier 3: old complete turns → ``[GOAL BATCH]``, proactively, on age and count."""
 
     kind: TierKind = "goal_batch"
-
-    def should_run(self, view: Sequence[MessageWithParts], config: TierConfig) -> bool:
-        return bool(goal_batch_selections(view, config))
-
-    def select(self, view: Sequence[MessageWithParts], config: TierConfig) -> list[Selection]:
-        return goal_batch_selections(view, config)
+    select = staticmethod(goal_batch_selections)
 
 
 DEFAULT_STRATEGIES: tuple[Strategy, ...] = (ToolCallSummarization(), ThresholdSummarization(), GoalBatchCompaction())
