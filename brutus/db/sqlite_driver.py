@@ -128,10 +128,11 @@ class _Plan:
         self.sql: str = compiled.string
         # The order of the positional parameters: ``positiontup``, the compiler's attribute that SQLAlchemy's own
         # execution reads (documented on ``SQLCompiler``, not part of the execution API). The public way,
-        # ``compiled.construct_expanded_state(params)``, builds every parameter anew on each call: an agent step's
-        # 21 statements took 1.7x the driver's time with it (+0.10 ms a turn, some 12% of a step with a commit
-        # per call), a finished turn's 5 in ``append_messages`` 1.6x (+0.04 ms, some 10% of the turn); Core's
-        # ``execute`` 3.6x and 2.6x (benchmarks/driver_vs_core.py, alternating, 2026-11-27).
+        # ``compiled.construct_expanded_state(params)``, builds every parameter anew on each call: with it an agent
+        # step's 21 statements took 1.7x the driver's time and a finished turn's 5 in ``append_messages`` 1.6x
+        # (Core's ``execute``: 3.6x and 2.6x; benchmarks/driver_vs_core.py), the whole turn in ``append_messages``
+        # 1.4-1.6x and a step with a commit per call 1.04-1.3x (the two drivers alternated in one process,
+        # 2026-11-27; benchmarks/RESULTS.md).
         self.names: list[str] = list(compiled.positiontup or ())
         self.defaults: dict[str, Any] = {**dict.fromkeys(sizes), **_prefetched(compiled)}
         binds = compiled.binds
