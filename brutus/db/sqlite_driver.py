@@ -117,6 +117,14 @@ def _prefetched(compiled: Any) -> dict[str, Any]:
     return values
 
 
+def _result_processors(statement: Executable, dialect: Dialect) -> list[tuple[int, Callable[[Any], Any]]]:
+    """(index, processor) of the result columns whose type converts what sqlite3 returns, as SQLAlchemy does
+    (sqlite3 reports no column types: SQLAlchemy asks for each processor with ``None`` too)."""
+    columns = getattr(statement, "exported_columns", ()) or ()
+    processors = [(i, c.type.dialect_impl(dialect).result_processor(dialect, None)) for i, c in enumerate(columns)]
+    return [(index, process) for index, process in processors if process is not None]
+
+
 class _Plan:
     __slots__ = ("_bind_at", "_pack_at", "_values", "args", "converters", "defaults", "names", "row_type", "sql")
 
@@ -150,11 +158,7 @@ class _Plan:
         at = {name: index for index, name in enumerate(self.names)}
         packed = [name for name in self.names if sizes and isinstance(binds[name].type, PACKED_TYPES)]
         self._pack_at = tuple((at[name], at[_size_of(name)]) for name in packed if _size_of(name) in at)
-        self.converters: list[tuple[int, Callable[[Any], Any]]] = []
-        for index, column in enumerate(getattr(statement, "exported_columns", ()) or ()):
-            process = column.type.dialect_impl(dialect).result_processor(dialect, None)
-            if process is not None:
-                self.converters.append((index, process))
+        self.converters = _result_processors(statement, dialect)
         self.row_type: Any = None
         # ``args(params)``: the positional parameters. Most statements need no defaults and no processing: a getter.
         self._values = itemgetter(*self.names) if len(self.names) > 1 else _one_arg(self.names[0]) if self.names else _no_args
