@@ -3,9 +3,10 @@ public ``model_construct``, alternated round by round (ABBA).
 
     python benchmarks/construct_vs_public.py [--rounds N]
 
-Loads, on SQLite: ``messages()`` of the corpus's largest session (quick-falcon, imported), ``messages()`` of a
-session of 1,000 written turns (4,000 items: the load guard of DESIGN §5) and ``Conversation.request()`` on a
-session of 10,000 messages with its boundary 200 back. The "public" rounds run the same code with
+Loads, on SQLite: ``messages()`` of the corpus's largest sessions (imported: quick-falcon, the most text, and
+da4409c0, the most messages and parts), ``messages()`` of a session of 1,000 written turns (4,000 items: the
+load guard of DESIGN §5) and ``Conversation.request()`` on a session of 10,000 messages with its boundary 200
+back. The "public" rounds run the same code with
 ``convert.construct`` and the load path's per-class makers building every model with ``model_construct``.
 Prints the median ms per load each way and public / slots.
 """
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as work:
         store = open_sqlite(Path(work) / "load.db")
         falcon = import_file(store, corpus_file("quick-falcon"))[0]
+        claude = import_file(store, corpus_file("da4409c0"))[0]
         plain = store.create_session().id
         write_turns(store, plain, 0, 1000)
         long = build_compacted(store, Path(work) / "load.db", 10_000)
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         conversation.user("go on")  # a view that ends with the user: request() writes nothing
         loads = {
             f"messages(), quick-falcon ({len(store.messages(falcon)):,} messages)": lambda: store.messages(falcon),
+            f"messages(), da4409c0 ({len(store.messages(claude)):,} messages)": lambda: store.messages(claude),
             "messages(), 4,000 items": lambda: store.messages(plain),
             "Conversation.request(), 10,000 messages": conversation.request,
         }

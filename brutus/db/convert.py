@@ -75,8 +75,9 @@ def construct(cls: Any, fields: dict[str, Any], fields_set: set[str] | None = No
     ``model_construct`` does, minus its per-field default handling. Rows read back are trusted; this is the
     load path's hot spot. It writes pydantic's own slots (``__dict__``, ``__pydantic_fields_set__`` …), a
     shortcut into another library's internals kept for its measured gain: with ``model_construct`` instead (here
-    and in ``_maker``), ``messages()`` of the corpus's largest session took 1.25x as long (90 ms against 72)
-    and of 4,000 items 1.87x (136 against 73) (benchmarks/construct_vs_public.py, alternating, 2026-11-27)."""
+    and in ``_maker``), ``messages()`` of 4,000 items (the load guard) took 1.6-1.9x as long, of the corpus's
+    sessions with the most messages and the most text 1.3x and 1.1-1.25x (benchmarks/construct_vs_public.py,
+    alternating, 2026-11-27)."""
     if fields_set is None:
         every = _all_fields(cls)
         fields_set = every if len(fields) == len(every) else set(fields)
