@@ -73,10 +73,11 @@ def _all_fields(cls: type[BaseModel]) -> set[str]:
 def construct(cls: Any, fields: dict[str, Any], fields_set: set[str] | None = None) -> Any:
     """A model from values already valid and complete (every field given, in field order): what
     ``model_construct`` does, minus its per-field default handling. Rows read back are trusted; this is the
-    load path's hot spot. It writes pydantic's own slots (``__dict__``, ``__pydantic_fields_set__`` …), the one
-    shortcut into another library's internals brutus keeps: with ``model_construct`` instead, loading 4,000
-    items took 59-71 ms instead of 28-35, and ``Conversation.request()`` on a 10K-message session 9.3-9.6 ms
-    instead of 5.8-6.2 (benchmarks/run.py --quick, alternating runs, 2026-11-24)."""
+    load path's hot spot. It writes pydantic's own slots (``__dict__``, ``__pydantic_fields_set__`` …), a
+    shortcut into another library's internals kept for its measured gain: with ``model_construct`` instead (here
+    and in ``_maker``), ``messages()`` of 4,000 items (the load guard) took 1.6-1.9x as long, of the corpus's
+    sessions with the most messages and the most text 1.3x and 1.1-1.25x (benchmarks/construct_vs_public.py,
+    alternating, 2026-11-27)."""
     if fields_set is None:
         every = _all_fields(cls)
         fields_set = every if len(fields) == len(every) else set(fields)
@@ -285,7 +286,8 @@ def _json_column(rows: list[Any], index: int) -> list[Any]:
 
 
 def _maker(cls: type[BaseModel]) -> Any:
-    """``construct`` for one class with every field given, with its lookups done once."""
+    """``construct`` for one class with every field given, with its lookups done once (pydantic's slots
+    written directly: the gain is measured at ``construct``)."""
     every = _all_fields(cls)
 
     def make(fields: dict[str, Any]) -> Any:

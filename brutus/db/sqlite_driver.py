@@ -2,10 +2,13 @@
 
 SQLAlchemy Core costs ~50 µs per statement on top of sqlite3's ~10 µs, and an agent step is ~25 statements.
 brutus's operations are built from statement objects created once at import (``prebuilt``); for those, the
-SQL text, the order of the positional parameters, the JSON parameters to serialize, the values to pack and the
-JSON / boolean result columns to convert are worked out once per (statement, parameter keys) and cached.
-Statements built per call are compiled per call (still correct, just not cached). Expanding ``IN``
-parameters are not supported here: operations use ``executemany`` instead.
+SQL text, the order of the positional parameters, the values of the parameters a call leaves out (a bind's own
+value, a column's scalar ``default``), the values to pack and each parameter's and result column's processor are
+worked out once per (statement, parameter keys) and cached. The processors are the column types' own
+(``TypeEngine.bind_processor`` / ``result_processor`` of the type's dialect implementation, as SQLAlchemy runs
+them), so every type, a ``TypeDecorator`` or one brutus has not used yet too, binds and reads as through
+SQLAlchemy (tests/test_sqlite_driver_types.py). Statements built per call are compiled per call (still correct,
+just not cached). Expanding ``IN`` parameters are not supported here: operations use ``executemany`` instead.
 
 Packing (``codec.pack``, migration 0009): on a database with the size columns, an INSERT or UPDATE that writes
 a packed column (``tables.PACKED_TYPES``, bound as the column's key or as ``b_`` plus it) also writes its size
@@ -22,11 +25,11 @@ from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Insert, Update
+from sqlalchemy import Insert, Update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Executable
 
-from ..codec import JSONText, dumps_json, loads_json, pack
+from ..codec import pack
 from .tables import PACKED_TYPES
 
 __all__ = ["SQLiteDriver", "prebuilt", "sqlite_begin", "sqlite_end", "sqlite_transaction"]
@@ -76,14 +79,6 @@ def sqlite_transaction(
     return value
 
 
-def _json_out(value: Any) -> Any:
-    return loads_json(value) if isinstance(value, (str, bytes)) else value
-
-
-def _bool_out(value: Any) -> Any:
-    return None if value is None else bool(value)
-
-
 def _no_args(params: Any) -> tuple[()]:
     return ()
 
@@ -105,15 +100,33 @@ def _size_keys(statement: Executable, keys: Sequence[str], compiled: Any) -> lis
     if not isinstance(statement, (Insert, Update)):
         return []
     columns = statement.table.c
-    names = [name for bind, name in compiled.bind_names.items() if isinstance(bind.type, PACKED_TYPES)]
+    names = [name for name, bind in compiled.binds.items() if isinstance(bind.type, PACKED_TYPES)]
     return [_size_of(name) for name in names if _size_of(name) in columns and _size_of(name) not in keys]
 
 
+def _prefetched(compiled: Any) -> dict[str, Any]:
+    """The values SQLAlchemy computes before it executes for the columns an INSERT or UPDATE leaves out (their
+    ``default`` / ``onupdate``): scalars only; a Python function as a default is refused."""
+    values = {}
+    for columns, attribute in ((compiled.insert_prefetch, "default"), (compiled.update_prefetch, "onupdate")):
+        for column in columns:
+            default = getattr(column, attribute)
+            if not default.is_scalar:
+                raise ValueError(f"the SQLite driver does not run {column.key!r}'s {attribute} function")
+            values[column.key] = default.arg
+    return values
+
+
+def _result_processors(statement: Executable, dialect: Dialect) -> list[tuple[int, Callable[[Any], Any]]]:
+    """(index, processor) of the result columns whose type converts what sqlite3 returns, as SQLAlchemy does
+    (sqlite3 reports no column types: SQLAlchemy asks for each processor with ``None`` too)."""
+    columns = getattr(statement, "exported_columns", ()) or ()
+    processors = [(i, c.type.dialect_impl(dialect).result_processor(dialect, None)) for i, c in enumerate(columns)]
+    return [(index, process) for index, process in processors if process is not None]
+
+
 class _Plan:
-    __slots__ = (
-        "_bool_at", "_json_at", "_pack_at", "_values", "args", "converters", "defaults", "json_params", "names",
-        "row_type", "sql",
-    )
+    __slots__ = ("_bind_at", "_pack_at", "_values", "args", "converters", "defaults", "names", "row_type", "sql")
 
     def __init__(self, statement: Executable, dialect: Dialect, keys: Sequence[str], packs: bool = False) -> None:
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
@@ -121,52 +134,45 @@ class _Plan:
         if sizes:
             compiled = statement.compile(dialect=dialect, column_keys=[*keys, *sizes])
         self.sql: str = compiled.string
+        # The order of the positional parameters: ``positiontup``, the compiler's attribute that SQLAlchemy's own
+        # execution reads (documented on ``SQLCompiler``, not part of the execution API). The public way,
+        # ``compiled.construct_expanded_state(params)``, builds every parameter anew on each call: with it an agent
+        # step's 21 statements took 1.7x the driver's time and a finished turn's 5 in ``append_messages`` 1.6x
+        # (Core's ``execute``: 3.6x and 2.6x; benchmarks/driver_vs_core.py), the whole turn in ``append_messages``
+        # 1.4-1.6x and a step with a commit per call 1.04-1.3x (the two drivers alternated in one process,
+        # 2026-11-27; benchmarks/RESULTS.md).
         self.names: list[str] = list(compiled.positiontup or ())
-        self.defaults: dict[str, Any] = dict.fromkeys(sizes)
-        self.json_params: set[str] = set()
-        bools, packed = set(), set()
-        for bind, name in compiled.bind_names.items():
-            if getattr(bind, "expanding", False):
+        self.defaults: dict[str, Any] = {**dict.fromkeys(sizes), **_prefetched(compiled)}
+        binds = compiled.binds
+        bind_at: list[tuple[int, Callable[[Any], Any]]] = []
+        for index, name in enumerate(self.names):
+            bind = binds[name]
+            if bind.expanding:
                 raise ValueError("expanding IN parameters are not supported by the SQLite driver")
-            if sizes and isinstance(bind.type, PACKED_TYPES):
-                packed.add(name)
-            if isinstance(bind.type, JSON):
-                self.json_params.add(name)
-            elif isinstance(bind.type, Boolean):
-                bools.add(name)
-            if not bind.required:
-                self.defaults[name] = bind.callable() if bind.callable else bind.value
-        columns = list(getattr(statement, "exported_columns", ()) or ())
-        self.converters: list[tuple[int, Callable[[Any], Any]]] = []
-        for index, column in enumerate(columns):
-            if isinstance(column.type, JSON):
-                self.converters.append((index, _json_out))
-            elif isinstance(column.type, Boolean):
-                self.converters.append((index, _bool_out))
-        self.row_type: Any = None
-        # ``args(params)``: the positional parameters. Most statements need no defaults and no JSON: a getter.
-        self.args: Callable[[Any], Sequence[Any]]
-        self._values = itemgetter(*self.names) if len(self.names) > 1 else _one_arg(self.names[0]) if self.names else _no_args
-        self._json_at = tuple(index for index, name in enumerate(self.names) if name in self.json_params)
-        self._bool_at = tuple(index for index, name in enumerate(self.names) if name in bools)
+            if not bind.required and name not in self.defaults:
+                self.defaults[name] = bind.effective_value
+            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if process is not None:
+                bind_at.append((index, process))
+        self._bind_at = tuple(bind_at)
         at = {name: index for index, name in enumerate(self.names)}
+        packed = [name for name in self.names if sizes and isinstance(binds[name].type, PACKED_TYPES)]
         self._pack_at = tuple((at[name], at[_size_of(name)]) for name in packed if _size_of(name) in at)
-        converted = self.defaults or self._json_at or self._bool_at or self._pack_at
-        self.args = self._converted_args if converted else self._values
+        self.converters = _result_processors(statement, dialect)
+        self.row_type: Any = None
+        # ``args(params)``: the positional parameters. Most statements need no defaults and no processing: a getter.
+        self._values = itemgetter(*self.names) if len(self.names) > 1 else _one_arg(self.names[0]) if self.names else _no_args
+        self.args: Callable[[Any], Sequence[Any]]
+        self.args = self._converted_args if self.defaults or self._bind_at or self._pack_at else self._values
 
     def _converted_args(self, params: dict[str, Any] | None) -> list[Any]:
-        """The positional parameters, the statement's own values as defaults, JSON values serialized (as a plain
-        ``str``: sqlite3 looks for an adapter for every ``str`` subclass it binds, ``JSONText`` too)."""
+        """The positional parameters: the statement's own values as defaults, each value through its type's bind
+        processor (a JSON value serialized, a boolean an int …), a large packed value packed."""
         if self.defaults:
             params = {**self.defaults, **params} if params else self.defaults
         args = list(self._values(params))
-        for index in self._json_at:
-            value = args[index]
-            if value is not None:
-                args[index] = str(value) if type(value) is JSONText else dumps_json(value)
-        for index in self._bool_at:
-            if args[index] is not None:
-                args[index] = int(args[index])
+        for index, process in self._bind_at:
+            args[index] = process(args[index])
         for index, size_at in self._pack_at:
             value = args[index]
             if value is not None:
@@ -183,8 +189,8 @@ class _Plan:
         converted = []
         for r in raw:
             values = list(r)
-            for index, fn in self.converters:
-                values[index] = fn(values[index])
+            for index, process in self.converters:
+                values[index] = process(values[index])
             converted.append(make(values))
         return converted
 
