@@ -48,6 +48,7 @@ ROWS: dict[str, dict[str, Any]] = {
     "sessions": {
         "id": "s1", "parent_id": None, "title": "a title é漢", "directory": "/proj", "created_at": 2**40,
         "updated_at": 2**40 + 1, "archived_at": 7, "last_seq": 3, "boundary_message_id": "m1", "boundary_seq": 2,
+        "forked_from": "s0", "forked_at": "m9",
     },
     "messages": {
         "id": "m1", "session_id": "s1", "seq": 1, "role": "assistant", "parent_id": "m0", "agent": "build",
