@@ -36,7 +36,15 @@ from ..render import to_anthropic
 from .base import Summary, SummaryRequest
 from .prompts import summary_prompt, system_prompt
 
-__all__ = ["DEFAULT_MODEL", "NO_TOOLS", "AnthropicSummarizer", "build_messages_request", "extend_request"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "NO_TOOLS",
+    "AnthropicSummarizer",
+    "build_messages_request",
+    "extend_request",
+    "import_anthropic",
+    "provider_errors",
+]
 
 NO_TOOLS = "Do not call any tool: answer with the summary as text only."
 
@@ -88,7 +96,7 @@ def _anthropic_module() -> Any | None:
     return anthropic
 
 
-def _import_anthropic(model: str) -> Any:
+def import_anthropic(model: str) -> Any:
     anthropic = _anthropic_module()
     if anthropic is None:
         raise SummarizerError("the anthropic package is not installed (brutus-store depends on it): pip install anthropic", model=model)
@@ -104,7 +112,7 @@ def _status_message(exc: Any) -> str:
 
 
 @contextmanager
-def _provider_errors(model: str) -> Iterator[None]:
+def provider_errors(model: str) -> Iterator[None]:
     """Translate the SDK's exceptions (after its own retries) into ``SummarizerError``."""
     try:
         yield
@@ -208,17 +216,17 @@ class AnthropicSummarizer:
         if self.prefix is not None:
             try:
                 arguments = extend_request(self.prefix, request, max_tokens=self.max_tokens)
-                with _provider_errors(self.model):
+                with provider_errors(self.model):
                     if self._client is None:
-                        self._client = _import_anthropic(self.model).Anthropic()
+                        self._client = import_anthropic(self.model).Anthropic()
                     return _summary(self._client.beta.messages.create(**arguments), self.model)
             except SummarizerError as exc:
                 if not exc.context_overflow:
                     raise
         arguments = self.request_for(request)
-        with _provider_errors(self.model):
+        with provider_errors(self.model):
             if self._client is None:
-                self._client = _import_anthropic(self.model).Anthropic()
+                self._client = import_anthropic(self.model).Anthropic()
             response = self._client.messages.create(**arguments)
         return _summary(response, self.model)
 
@@ -226,16 +234,16 @@ class AnthropicSummarizer:
         if self.prefix is not None:
             try:
                 arguments = extend_request(self.prefix, request, max_tokens=self.max_tokens)
-                with _provider_errors(self.model):
+                with provider_errors(self.model):
                     if self._async_client is None:
-                        self._async_client = _import_anthropic(self.model).AsyncAnthropic()
+                        self._async_client = import_anthropic(self.model).AsyncAnthropic()
                     return _summary(await self._async_client.beta.messages.create(**arguments), self.model)
             except SummarizerError as exc:
                 if not exc.context_overflow:
                     raise
         arguments = self.request_for(request)
-        with _provider_errors(self.model):
+        with provider_errors(self.model):
             if self._async_client is None:
-                self._async_client = _import_anthropic(self.model).AsyncAnthropic()
+                self._async_client = import_anthropic(self.model).AsyncAnthropic()
             response = await self._async_client.messages.create(**arguments)
         return _summary(response, self.model)

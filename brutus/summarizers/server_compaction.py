@@ -27,7 +27,7 @@ from ..blocks import COMPACTION_BETA, KEY, response_dict
 from ..models import CacheTokens, TokenCounts
 from ..pricing import usage_cost
 from ..render import to_anthropic
-from .anthropic_api import DEFAULT_MODEL, _import_anthropic, _provider_errors
+from .anthropic_api import DEFAULT_MODEL, import_anthropic, provider_errors
 from .base import Summary, SummaryRequest
 from .prompts import system_prompt
 
@@ -91,9 +91,9 @@ class AnthropicServerCompaction:
     def summarize(self, request: SummaryRequest) -> Summary:
         arguments = self.request_for(request)
         model = str(arguments.get("model") or self.model)
-        with _provider_errors(model):
+        with provider_errors(model):
             if self._client is None:
-                self._client = _import_anthropic(model).Anthropic()
+                self._client = import_anthropic(model).Anthropic()
             response = self._client.beta.messages.create(**arguments)
         return self._summary(response, model)
 
