@@ -1,5 +1,11 @@
 """brutus: a compaction-aware persistent session store for long-running coding agents.
 
+The floors, each importing only those below it (README, "How a call runs"): rules without I/O (``models``,
+``errors``, ``tokens``, ``limits``, ``policy``, ``pruning``, ``history``, ``render``, ``blocks``, ``flows``);
+the database layer (``brutus.db``: tables, statements, operations); the work built on it (``compaction``,
+``tiers``, ``live``, ``summarizers``); the calls written once (``calls``) and their two runners (``store``,
+``async_store``); what is built on a store (``importers``, ``integrations``, ``replay``); the CLI.
+
 Public names are imported lazily on first use, so ``import brutus`` (and ``brutus --help``) stays fast. They
 are listed once, as the imports under ``TYPE_CHECKING`` below (what type checkers and IDEs read); at run time
 ``_exports`` reads that block to know which module holds each name.

@@ -1,4 +1,5 @@
-"""The ``brutus`` command line."""
+"""The ``brutus`` command line: the top floor, built on the stores, the importers and replay; a command is
+one function in the ``*_commands.py`` module of its kind, which registers it on ``app.cli``."""
 
 import sys
 

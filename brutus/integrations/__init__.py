@@ -9,4 +9,7 @@ Both keep the SDK's own records exactly (``transcripts``) and parse them into a 
 arrive, so the SDK reads back what it wrote while brutus shows, prunes and compacts the session. Nothing here
 is imported by ``import brutus``; each module imports its SDK when it is imported itself, and says what to
 install when the SDK is missing.
+
+Floor: built on a store (``AsyncSessionStore``), through its public calls and ``store.run`` of the
+integration's own operations (``transcripts``); a new SDK is one module here.
 """

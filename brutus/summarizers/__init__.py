@@ -5,6 +5,10 @@
 offline and deterministically, and ``truncation_summary`` is the text that cannot fail. ``shrink_request``
 makes a request fit the summarizer's context before it is sent. Importing this package never imports
 ``anthropic``.
+
+Floor: above the rules (``render``, ``blocks``, ``pricing``), below the flows that ask them (compaction,
+tiers), which reach them only through the ``Summarize`` action: a new summarizer is one class with
+``summarize`` (and ``asummarize``), passed to ``store.compact`` or a conversation.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ direction of each in its Human Direction section, is never larger than the view 
 batched again: there is no tier above it. What is older than the goal batches is the prefix compaction's
 (``store.compact``, seed 004), which an agent runs at its context threshold.
 
+Floor: the strategies and the view are rules; ``manager.tier_flow`` is the run as a flow and ``run.tier_run``
+its work on a store (``store.run_tiers``); nothing here imports a store.
+
 Modules: ``config`` (TierConfig), ``metadata`` (what a summary message carries), ``view`` (tier_view),
 ``turns`` (turn detection), ``strategies`` (the three, pure), ``goal_batch`` (what a goal batch must be),
 ``manager`` (the run), ``report``, ``run`` (the store).
