@@ -104,16 +104,20 @@ def _size_keys(statement: Executable, keys: Sequence[str], compiled: Any) -> lis
     return [_size_of(name) for name in names if _size_of(name) in columns and _size_of(name) not in keys]
 
 
-def _prefetched(compiled: Any) -> dict[str, Any]:
-    """The values SQLAlchemy computes before it executes for the columns an INSERT or UPDATE leaves out (their
-    ``default`` / ``onupdate``): scalars only; a Python function as a default is refused."""
+def _left_out(statement: Executable, keys: Sequence[str]) -> dict[str, Any]:
+    """The values SQLAlchemy writes for the columns an INSERT or UPDATE leaves out (their ``default`` /
+    ``onupdate``, read from the table's columns): scalars only; a Python function as a default is refused."""
+    attribute = "default" if isinstance(statement, Insert) else "onupdate" if isinstance(statement, Update) else None
+    if attribute is None or getattr(statement, "select", None) is not None:  # INSERT ... SELECT: no parameters
+        return {}
     values = {}
-    for columns, attribute in ((compiled.insert_prefetch, "default"), (compiled.update_prefetch, "onupdate")):
-        for column in columns:
-            default = getattr(column, attribute)
-            if not default.is_scalar:
-                raise ValueError(f"the SQLite driver does not run {column.key!r}'s {attribute} function")
-            values[column.key] = default.arg
+    for column in statement.table.c:
+        default = getattr(column, attribute)
+        if default is None or column.key in keys:
+            continue
+        if not default.is_scalar:
+            raise ValueError(f"the SQLite driver does not run {column.key!r}'s {attribute} function")
+        values[column.key] = default.arg
     return values
 
 
@@ -142,7 +146,7 @@ class _Plan:
         # 1.4-1.6x and a step with a commit per call 1.04-1.3x (the two drivers alternated in one process,
         # 2026-11-27; benchmarks/RESULTS.md).
         self.names: list[str] = list(compiled.positiontup or ())
-        self.defaults: dict[str, Any] = {**dict.fromkeys(sizes), **_prefetched(compiled)}
+        self.defaults: dict[str, Any] = {**dict.fromkeys(sizes), **_left_out(statement, keys)}
         binds = compiled.binds
         bind_at: list[tuple[int, Callable[[Any], Any]]] = []
         for index, name in enumerate(self.names):
