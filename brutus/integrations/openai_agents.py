@@ -144,7 +144,7 @@ class BrutusSession:
             last = at.last_item
             if last is None:
                 return None
-            if last.message_id is not None and not await self._rewrite_without(session, last, at.boundary_seq):
+            if last.message_id is not None and not await self._rewrite(session, last.message_id, at.boundary_seq, last.seq):
                 return None
             await run(store, tr.delete_last_entry(session, last.seq))
             await self._saved(row, row.last_seq)
@@ -192,6 +192,9 @@ class BrutusSession:
             await run(store, tr.insert_transcript(key, now=store.clock(), session_id=session.id))
             await run(store, tr.copy_entries(origin, session.id, last_seq))
             await run(store, tr.save(session.id, last_seq=last_seq, mtime=store.clock(), summary=None, state=None))
+            answered = await run(store, tr.answered_after(origin, session.id, last_seq))
+            if answered is not None:  # a call the fork holds answered, by an output the branch has not
+                await self._rewrite(session.id, answered, (await run(store, tr.items_at(session.id))).boundary_seq)
         self.branch_id, self._key, self._session = key.subpath, key, session.id
         return key.subpath
 
@@ -241,19 +244,20 @@ class BrutusSession:
         mtime = max(self.store.clock(), row.mtime + 1)
         await run(self.store, tr.save(row.session_id, last_seq=last_seq, mtime=mtime, summary=None, state=None))
 
-    async def _rewrite_without(self, session: str, last: Any, boundary_seq: int) -> bool:
-        """Rewind the message ``last`` went into and write it (and the item messages after it) again without
-        ``last``; False when that cannot be done (behind a compaction, or followed by messages brutus wrote)."""
+    async def _rewrite(self, session: str, message_id: str, boundary_seq: int, drop: int | None = None) -> bool:
+        """Rewind ``message_id`` and write it (and the item messages after it) again from their items, without
+        the item ``drop``; False when that cannot be done (behind a compaction, or followed by messages brutus
+        wrote)."""
         store = self.store
-        seq, later, parent = await run(store, tr.messages_from(session, last.message_id))
+        seq, later, parent = await run(store, tr.messages_from(session, message_id))
         if not seq:
-            return True  # its message is gone already
+            return True  # the message is gone already
         rows = await run(store, tr.item_rows_of(session, seq))
         keep = set(later)
         if (boundary_seq and seq < boundary_seq) or not keep <= {r[1] for r in rows}:
             return False
-        rows = [r for r in rows if r[1] in keep and r[0] != last.seq]
-        await store.rewind(session, last.message_id)
+        rows = [r for r in rows if r[1] in keep and r[0] != drop]
+        await store.rewind(session, message_id)
         rebuilt = oi.build_messages(rows, tag=self._key.tag, parent=parent)
         if rebuilt:
             await store.append_messages(session, rebuilt)

@@ -42,6 +42,7 @@ from ..errors import InvalidInput, NotFound
 from ..flows import Tx
 
 __all__ = [
+    "answered_after",
     "ItemsAt",
     "JSON",
     "NewEntry",
@@ -228,6 +229,17 @@ _LAST_ITEM_BEFORE = prebuilt(  # outputs answer calls of earlier messages: only 
     .limit(1)
 )
 _from, _to = bindparam("b_from", type_=String), bindparam("b_to", type_=String)
+_answered, _copy = M.alias("answered"), M.alias("copy")
+_ANSWERED_AFTER = prebuilt(
+    select(_copy.c.id)
+    .select_from(
+        EN.join(_answered, and_(_answered.c.id == EN.c.message_id, _answered.c.session_id == EN.c.session_id))
+        .join(_copy, and_(_copy.c.session_id == _to, _copy.c.seq == _answered.c.seq))
+    )
+    .where(EN.c.session_id == _from, EN.c.seq > _b("last_seq"))
+    .order_by(_copy.c.seq)
+    .limit(1)
+)
 _om, _fm, _pm, _fpm = M.alias("om"), M.alias("fm"), M.alias("pm"), M.alias("fpm")
 _op, _fp = P.alias("op"), P.alias("fp")
 COPY_ENTRIES = prebuilt(
@@ -513,3 +525,10 @@ def copy_entries(source: str, target: str, last_seq: int) -> Op:
     (a fork of ``source``), in the database: their message and part columns name the fork's copies (the
     message at the same seq, the part at the same position)."""
     yield step(COPY_ENTRIES, {"b_from": source, "b_to": target, "b_last_seq": last_seq})
+
+
+def answered_after(source: str, target: str, last_seq: int) -> Op:
+    """The first of the fork ``target``'s messages that an item of ``source`` after ``last_seq`` went into (an
+    output answering a call before the branch point), or None."""
+    row = yield step(_ANSWERED_AFTER, {"b_from": source, "b_to": target, "b_last_seq": last_seq}, fetch="first")
+    return None if row is None else row.id
