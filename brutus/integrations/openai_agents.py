@@ -22,8 +22,9 @@ Rules:
   of its own (subpath: the branch id) mirrored into a ``store.fork`` of the current branch's session at the
   message before that item (``forked_from`` says where from), its items copied in the database with the ids
   of the fork's copies: it reads back exactly the items before the turn, and shares nothing with the
-  session afterwards. A branch from the first turn with nothing before it is a new empty session (nothing to
-  fork). ``clear_session`` deletes every branch too and switches to "main".
+  session afterwards; a call it holds open that a later turn answered is open in its messages too (unless
+  a compaction lies after it). A branch from the first turn with nothing before it is a new empty session
+  (nothing to fork). ``clear_session`` deletes every branch too and switches to "main".
 - Calls on one session take turns (the transcript lock).
 """
 
@@ -144,7 +145,10 @@ class BrutusSession:
             last = at.last_item
             if last is None:
                 return None
-            if last.message_id is not None and not await self._rewrite(session, last.message_id, at.boundary_seq, last.seq):
+            rewritten = last.message_id is None or await self._rewrite(
+                session, last.message_id, at.boundary_seq, tag=key.tag, drop=last.seq
+            )
+            if not rewritten:
                 return None
             await run(store, tr.delete_last_entry(session, last.seq))
             await self._saved(row, row.last_seq)
@@ -194,7 +198,8 @@ class BrutusSession:
             await run(store, tr.save(session.id, last_seq=last_seq, mtime=store.clock(), summary=None, state=None))
             answered = await run(store, tr.answered_after(origin, session.id, last_seq))
             if answered is not None:  # a call the fork holds answered, by an output the branch has not
-                await self._rewrite(session.id, answered, (await run(store, tr.items_at(session.id))).boundary_seq)
+                boundary_seq = (await run(store, tr.items_at(session.id))).boundary_seq
+                await self._rewrite(session.id, answered, boundary_seq, tag=key.tag)
         self.branch_id, self._key, self._session = key.subpath, key, session.id
         return key.subpath
 
@@ -244,10 +249,12 @@ class BrutusSession:
         mtime = max(self.store.clock(), row.mtime + 1)
         await run(self.store, tr.save(row.session_id, last_seq=last_seq, mtime=mtime, summary=None, state=None))
 
-    async def _rewrite(self, session: str, message_id: str, boundary_seq: int, drop: int | None = None) -> bool:
+    async def _rewrite(
+        self, session: str, message_id: str, boundary_seq: int, *, tag: str, drop: int | None = None
+    ) -> bool:
         """Rewind ``message_id`` and write it (and the item messages after it) again from their items, without
         the item ``drop``; False when that cannot be done (behind a compaction, or followed by messages brutus
-        wrote)."""
+        wrote). ``tag``: the transcript's, for a part whose id the entries lost."""
         store = self.store
         seq, later, parent = await run(store, tr.messages_from(session, message_id))
         if not seq:
@@ -258,7 +265,7 @@ class BrutusSession:
             return False
         rows = [r for r in rows if r[1] in keep and r[0] != drop]
         await store.rewind(session, message_id)
-        rebuilt = oi.build_messages(rows, tag=self._key.tag, parent=parent)
+        rebuilt = oi.build_messages(rows, tag=tag, parent=parent)
         if rebuilt:
             await store.append_messages(session, rebuilt)
         return True

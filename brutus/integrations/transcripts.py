@@ -5,7 +5,8 @@ Rules:
 - A transcript is named by its SDK's key (``TranscriptKey``: sdk, project_key, the SDK's session id and a
   subpath, ``""`` where the SDK has none) and mirrored into one brutus session whose id is derived from that
   key, so it is found without a lookup and never clashes across projects. Message and part ids inside it are
-  derived from the key too (``TranscriptKey.tag``).
+  derived from the key too (``TranscriptKey.tag``). The one exception is an OpenAI Agents branch: its
+  session is a ``store.fork`` (its row names it), and the entries copied into it name the fork's copies.
 - Entries are rows of ``transcript_entries`` numbered in arrival order from 1 (``seq``, never reused), each
   exactly as given (a JSON column read back deep-equal); reading them is one index range scan. An entry whose
   ``uuid`` (a string) is in the transcript already, or earlier in the same batch, is skipped: the uuid is the
@@ -42,11 +43,11 @@ from ..errors import InvalidInput, NotFound
 from ..flows import Tx
 
 __all__ = [
-    "answered_after",
     "ItemsAt",
     "JSON",
     "NewEntry",
     "TranscriptKey",
+    "answered_after",
     "append_entries",
     "conversation_uuids",
     "copy_entries",
