@@ -42,6 +42,7 @@ from brutus.importers import import_file
 from brutus.integrations import claude_mirror
 from brutus.integrations.claude_agent_sdk import BrutusSessionStore
 
+from import_helpers import row_counts
 from integrity import integrity_problems
 from cli_helpers import run as run_cli
 
@@ -438,3 +439,88 @@ async def test_import_brutus_imports_no_integration_and_no_sdk() -> None:
     code = "import sys, brutus; brutus.SessionStore; print(' '.join(m for m in ('brutus.integrations', 'claude_agent_sdk', 'agents') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=dict(os.environ)).stdout
     assert out.strip() == ""
+
+
+# -- the SDK's fork ------------------------------------------------------------------------------------------
+
+
+class Recording:
+    """A ``SessionStore`` that hands every call to ``inner`` and keeps what was appended."""
+
+    def __init__(self, inner: BrutusSessionStore) -> None:
+        self.inner, self.appended = inner, []
+
+    async def load(self, key: Any) -> Any:
+        return await self.inner.load(key)
+
+    async def append(self, key: Any, entries: list[Any]) -> None:
+        self.appended.append((key, json.loads(json.dumps(entries))))
+        await self.inner.append(key, entries)
+
+
+FORK_FIELDS = {"uuid", "parentUuid", "logicalParentUuid", "sessionId", "timestamp", "forkedFrom", "isSidechain", "time",
+               "uuids", "result_uuid"}  # the last two: line uuids the importer keeps
+
+
+def unforked(history: list[Any]) -> Any:
+    """A history without what the SDK's fork changes (the lines' uuids, session id, last timestamp, its
+    ``forkedFrom``) and its times; ids by order of appearance."""
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items() if k not in FORK_FIELDS}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return shape(walk([m.model_dump() for m in history]))
+
+
+async def test_the_sdks_fork_is_the_transcript_up_to_the_point_parsed_like_it(
+    sdk: BrutusSessionStore, astore: AsyncSessionStore, sync_store: SessionStore
+) -> None:
+    directory = "/work/forks"
+    project = project_key_for_directory(directory)
+    lines = lines_of(corpus_file("9dd861b1"))
+    source = key_of(lines, project)
+    for batch in by_turn(lines):
+        await sdk.append(source, batch)
+    main = [e for e in lines if e.get("type") in ("user", "assistant") and not e.get("isSidechain")]
+    point = main[len(main) // 2]["uuid"]
+    recording = Recording(sdk)
+    fork = await fork_session_via_store(recording, source["session_id"], directory=directory, up_to_message_id=point)  # type: ignore[arg-type]
+    [(key, written)] = recording.appended
+    assert key == {"project_key": project, "session_id": fork.session_id}
+    assert await sdk.load(key) == written  # what the SDK wrote, exactly
+    assert all(e.get("forkedFrom", {}).get("sessionId") == source["session_id"] for e in written if e["type"] in ("user", "assistant"))
+
+    # parsed as the original's lines up to the point are, appended to a session of their own
+    kept = lines[: next(i for i, e in enumerate(lines) if e.get("uuid") == point) + 1]
+    prefix = {"project_key": project, "session_id": "prefix"}
+    await sdk.append(prefix, [e for e in kept if not e.get("isSidechain") and e.get("type") != "progress"])
+    forked = await astore.messages(sdk.session_id(key))
+    assert unforked(forked) == unforked(await astore.messages(sdk.session_id(prefix)))
+    assert len(forked) > 1
+
+    # independent both ways
+    note = {"type": "user", "uuid": "after-the-fork", "sessionId": fork.session_id, "timestamp": "2026-01-01T00:00:00Z",
+            "parentUuid": written[-3]["uuid"], "message": {"role": "user", "content": "on the fork"}}  # fmt: skip
+    await sdk.append(key, [note])
+    assert await sdk.load(source) == lines
+    await sdk.delete(source)
+    assert await sdk.load(key) == [*written, note]
+    assert len(await astore.messages(sdk.session_id(key))) == len(forked) + 1
+    assert integrity_problems(sync_store) == []
+
+
+async def test_the_sdks_fork_of_nothing_writes_nothing(sdk: BrutusSessionStore, sync_store: SessionStore) -> None:
+    directory = "/work/forks"
+    lines = lines_of(corpus_file("9dd861b1"))
+    source = key_of(lines, project_key_for_directory(directory))
+    await sdk.append(source, lines)
+    counts = row_counts(sync_store)
+    with pytest.raises(FileNotFoundError):
+        await fork_session_via_store(sdk, "00000000-0000-4000-8000-000000000000", directory=directory)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not found in session"):
+        await fork_session_via_store(sdk, source["session_id"], directory=directory, up_to_message_id="00000000-0000-4000-8000-000000000001")  # type: ignore[arg-type]
+    assert row_counts(sync_store) == counts

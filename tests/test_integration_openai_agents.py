@@ -1,6 +1,7 @@
 """``BrutusSession``: OpenAI Agents' ``Session`` on brutus, on SQLite and PostgreSQL, side by side with the
 SDK's own ``SQLiteSession`` on the same calls (random sequences, and ``Runner`` runs of a scripted model);
-items parsed into messages and parts; the compaction-aware view after a brutus compaction."""
+items parsed into messages and parts; the compaction-aware view after a brutus compaction; branches side by
+side with the SDK's ``AdvancedSQLiteSession``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from agents.extensions.memory import AdvancedSQLiteSession
 from agents.items import ModelResponse
 from agents.memory import SessionSettings
 from agents.models.interface import Model
@@ -21,10 +23,11 @@ from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText, ResponseReasoningItem
 from openai.types.responses.response_reasoning_item import Summary
 
-from brutus import AsyncSessionStore, CompactionConfig, InvalidInput, SessionStore
+from brutus import AsyncSessionStore, CompactionConfig, InvalidInput, NotFound, SessionStore
 from brutus.integrations.openai_agents import BrutusSession
 from brutus.summarizers import ExtractiveSummarizer
 
+from import_helpers import row_counts
 from integrity import integrity_problems
 
 pytestmark = pytest.mark.anyio
@@ -339,3 +342,160 @@ async def test_a_compaction_with_a_tail_keeps_its_items(astore: AsyncSessionStor
     view = await session.get_items()
     assert view[0] == {"type": "message", "role": "user", "content": result.summary_message.parts[0].text}
     assert 1 < len(view) < len(items) + 1 and view[1:] == items[len(items) - len(view) + 1 :]
+
+
+# -- branches, side by side with AdvancedSQLiteSession ----------------------------------------------------------
+
+
+def turns(rng: random.Random, count: int) -> list[list[dict[str, Any]]]:
+    """``count`` turns: a user item, then any items (so outputs may answer calls of earlier turns)."""
+    return [[user(f"turn {n} {HOSTILE}"), *random_items(rng, rng.randrange(0, 5))] for n in range(count)]
+
+
+async def brutus_turns(session: BrutusSession) -> int:
+    return sum(item.get("role") == "user" for item in await session.get_items())
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_branches_give_what_advanced_sqlite_session_gives(
+    seed: int, astore: AsyncSessionStore, sync_store: SessionStore, tmp_path: Any
+) -> None:
+    rng = random.Random(seed)
+    theirs = AdvancedSQLiteSession(session_id=f"b{seed}", db_path=tmp_path / "sdk.db", create_tables=True)
+    ours = BrutusSession(f"b{seed}", astore)
+    try:
+        for items in turns(rng, 4):
+            await theirs.add_items(copy.deepcopy(items))
+            await ours.add_items(items)
+        main = await ours.get_items()
+        for step in range(6):
+            if not await brutus_turns(ours):  # a branch from the first turn: nothing to branch from
+                await ours.switch_to_branch("main")
+                await theirs.switch_to_branch("main")
+            turn = rng.randrange(1, await brutus_turns(ours) + 1)
+            name = f"try-{step}"
+            source = await astore.get_session(ours.brutus_session_id)
+            before = await ours.get_items()
+            assert await ours.create_branch_from_turn(turn, name) == await theirs.create_branch_from_turn(turn, name) == name
+            assert ours.branch_id == name
+            branch = await ours.get_items()
+            assert branch == await theirs.get_items()
+            cut = [i for i, item in enumerate(before) if item.get("role") == "user"][turn - 1]
+            assert branch == before[:cut]  # exactly the items before the turn's user item
+            fork = await astore.get_session(ours.brutus_session_id)
+            if cut:
+                assert fork.forked_from == source.id and fork.forked_at is not None
+            assert await parsed_as_fresh(astore, ours)
+            for items in turns(rng, rng.randrange(0, 3)):
+                await theirs.add_items(copy.deepcopy(items))
+                await ours.add_items(items)
+            if rng.random() < 0.5:
+                assert await ours.pop_item() == await theirs.pop_item()
+            assert await ours.get_items() == await theirs.get_items()
+            assert await parsed_as_fresh(astore, ours)
+            if rng.random() < 0.4:
+                await ours.switch_to_branch("main")
+                await theirs.switch_to_branch("main")
+        await ours.switch_to_branch("main")
+        await theirs.switch_to_branch("main")
+        assert await ours.get_items() == await theirs.get_items() == main  # the branches left it as it was
+    finally:
+        theirs.close()
+    assert integrity_problems(sync_store) == []
+
+
+async def test_a_branch_and_its_session_are_independent(astore: AsyncSessionStore) -> None:
+    session = BrutusSession("independent", astore)
+    items = [user("one"), answer("a1", 1), user("two"), call("c1", 2), output("c1", "o1"), answer("a2", 3), user("three")]
+    await session.add_items(items)
+    original = session.brutus_session_id
+    branch = await session.create_branch_from_turn(2)
+    assert re.fullmatch(r"branch_from_turn_2_\d+", branch) and session.branch_id == branch
+    await session.add_items([user("two again"), call("c2", 4)])
+    on_main = BrutusSession("independent", astore)
+    assert await on_main.get_items() == items  # the branch wrote nothing of the session
+    await on_main.add_items([answer("a3", 5)])
+    assert await on_main.pop_item() == answer("a3", 5)
+    assert await on_main.pop_item() == user("three")
+    assert await session.get_items() == [*items[:2], user("two again"), call("c2", 4)]
+    await astore.delete_session(original)  # the session gone, the branch stays whole
+    assert await on_main.get_items() == []
+    assert await session.get_items() == [*items[:2], user("two again"), call("c2", 4)]
+    await session.add_items([output("c2", "o2")])
+    assert await parsed_as_fresh(astore, session)
+    other = BrutusSession("independent", astore)
+    await other.switch_to_branch(branch)  # another object finds it
+    assert other.brutus_session_id == session.brutus_session_id
+    assert await other.get_items() == await session.get_items()
+
+
+async def test_a_branch_of_a_branch_and_clear_session(astore: AsyncSessionStore) -> None:
+    session = BrutusSession("nested", astore)
+    await session.add_items([user("one"), answer("a1", 1), user("two"), answer("a2", 2), user("three")])
+    first = await session.create_branch_from_turn(3, "first")
+    first_session = session.brutus_session_id
+    await session.add_items([user("three b"), answer("a3b", 3)])
+    assert await session.create_branch_from_turn(2, "second") == "second"
+    assert await session.get_items() == [user("one"), answer("a1", 1)]
+    assert (await astore.get_session(session.brutus_session_id)).forked_from == first_session
+    await session.switch_to_branch(first)
+    assert await session.get_items() == [user("one"), answer("a1", 1), user("two"), answer("a2", 2), user("three b"), answer("a3b", 3)]
+    await session.clear_session()  # every branch with it, back on main
+    assert session.branch_id == "main" and await session.get_items() == []
+    with pytest.raises(InvalidInput, match="does not exist"):
+        await session.switch_to_branch("first")
+    with pytest.raises(NotFound):
+        await astore.get_session(first_session)
+
+
+async def test_a_branch_holds_a_call_open_that_a_later_turn_answered(astore: AsyncSessionStore) -> None:
+    session = BrutusSession("answered later", astore)
+    await session.add_items([user("one"), call("c1", 1), user("two"), output("c1", "late"), answer("a", 2)])
+    await session.create_branch_from_turn(2)
+    assert await session.get_items() == [user("one"), call("c1", 1)]
+    [_, assistant] = await astore.messages(session.brutus_session_id)
+    assert assistant.parts[0].state.status == "pending"  # as the branch's items say
+    assert await parsed_as_fresh(astore, session)
+    await session.add_items([output("c1", "now")])
+    [_, assistant] = await astore.messages(session.brutus_session_id)
+    assert assistant.parts[0].state.status == "completed" and assistant.parts[0].state.output == "now"
+
+
+async def test_a_branch_of_a_compacted_session_is_its_view_at_that_turn(astore: AsyncSessionStore) -> None:
+    session = BrutusSession("compacted branch", astore)
+    model = ScriptedModel(script())
+    await run_turns(session, ["Weather in Paris?", "And Rome and Oslo?"], model)
+    await astore.compact(session.brutus_session_id, ExtractiveSummarizer())
+    view = await session.get_items()
+    await run_turns(session, ["How many cities?"], model)
+    await session.create_branch_from_turn(3)
+    assert await session.get_items() == view  # the summary, as the session showed it there
+    history = await astore.messages(session.brutus_session_id)
+    assert len(await astore.filter_compacted(session.brutus_session_id)) < len(history)
+
+
+async def test_bad_branches_are_refused_and_write_nothing(astore: AsyncSessionStore, sync_store: SessionStore) -> None:
+    session = BrutusSession("refusals", astore)
+    with pytest.raises(InvalidInput, match="turn 1 does not contain a user message"):
+        await session.create_branch_from_turn(1)  # never written
+    await session.add_items([{"role": "system", "content": "rules"}, user("one"), answer("a", 1)])
+    await session.create_branch_from_turn(1, "used")
+    await session.switch_to_branch("main")
+    counts = row_counts(sync_store)
+    for turn in (0, -1, 2, 10**9):
+        with pytest.raises(InvalidInput, match=f"turn {turn} does not contain a user message in branch 'main'"):
+            await session.create_branch_from_turn(turn)
+    for turn in ("1", 1.0, True, None):
+        with pytest.raises(InvalidInput, match="turn_number must be an int"):
+            await session.create_branch_from_turn(turn)  # type: ignore[arg-type]
+    for name in ("used", "main"):
+        with pytest.raises(InvalidInput, match=f"branch id '{name}' has already been used"):
+            await session.create_branch_from_turn(1, name)
+    for name in ("", "  ", 3):
+        with pytest.raises(InvalidInput, match="a branch name must be a non-empty string"):
+            await session.create_branch_from_turn(1, name)  # type: ignore[arg-type]
+    for name in ("nope", "", None):
+        with pytest.raises(InvalidInput, match="does not exist"):
+            await session.switch_to_branch(name)  # type: ignore[arg-type]
+    assert row_counts(sync_store) == counts
+    assert session.branch_id == "main" and len(await session.get_items()) == 3

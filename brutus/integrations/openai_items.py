@@ -11,8 +11,9 @@ Rules:
   session's last message, started after the last user message or tool output), else start one. So a model
   response is one assistant message, and its calls' outputs close it.
 - Message and part ids are derived from the session's tag and the item's seq: ``msg_<tag>_<seq of the first
-  item>``, ``prt_<tag>_<seq>``. The items themselves are kept exactly elsewhere (``transcripts``): parts are
-  what brutus shows, prunes and compacts.
+  item>``, ``prt_<tag>_<seq>`` (a branch's copied items keep the ids of the fork's copies). The items
+  themselves are kept exactly elsewhere (``transcripts``, with the ids each went into): parts are what brutus
+  shows, prunes and compacts.
 - Back to items (``to_items``): a message of the session that came from no item (a compaction's "Continue",
   a hand-written one) becomes input items: its text as a message, its tool parts as a call and its output.
 """
@@ -33,7 +34,6 @@ __all__ = [
     "NAMESPACE",
     "build_messages",
     "kind",
-    "message_seq",
     "output_text",
     "part_for",
     "plan_add",
@@ -127,15 +127,16 @@ def plan_add(context: Context, items: list[tuple[int, JSON]], *, tag: str) -> Ad
 
 
 def build_messages(rows: list[tuple[int, str, str | None, JSON]], *, tag: str, parent: str | None) -> list[JSON]:
-    """The messages stored items make again, for ``append_messages`` (``rows``: (seq, message id, part id,
-    item) in seq order, the items of whole messages; ``parent``: the last user message before them)."""
+    """The messages stored items make again, for ``append_messages``, under the ids they had (``rows``: (seq,
+    message id, part id, item) in seq order, the items of whole messages; ``parent``: the last user message
+    before them)."""
     messages: dict[str, JSON] = {}
     for seq, message_id, part_id, item in rows:
         message = messages.get(message_id)
-        if message is not None and kind(item) == "output" and part_id != f"prt_{tag}_{seq}":
-            _complete(message, part_id or "", output_text(item))
+        if message is not None and kind(item) == "output" and any(p.id == part_id for p in message["parts"]):
+            _complete(message, part_id or "", output_text(item))  # it answers a call of its message
             continue
-        part = part_for(item, f"prt_{tag}_{seq}")
+        part = part_for(item, part_id or f"prt_{tag}_{seq}")
         if message is not None:
             message["parts"].append(part)
         elif kind(item) == "user":
@@ -143,12 +144,7 @@ def build_messages(rows: list[tuple[int, str, str | None, JSON]], *, tag: str, p
             parent = message_id
         else:
             messages[message_id] = _message(message_id, "assistant", item, parent, part)
-    return sorted((_settled(m) for m in messages.values()), key=lambda m: message_seq(m["info"]["id"]))
-
-
-def message_seq(message_id: str) -> int:
-    """The seq of the first item of a message this module named."""
-    return int(message_id.rsplit("_", 1)[1])
+    return [_settled(m) for m in messages.values()]  # in the order of their first items: the messages' order
 
 
 def _message(message_id: str, role: str, item: JSON, parent: str | None, part: Part) -> JSON:

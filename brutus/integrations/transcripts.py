@@ -5,7 +5,8 @@ Rules:
 - A transcript is named by its SDK's key (``TranscriptKey``: sdk, project_key, the SDK's session id and a
   subpath, ``""`` where the SDK has none) and mirrored into one brutus session whose id is derived from that
   key, so it is found without a lookup and never clashes across projects. Message and part ids inside it are
-  derived from the key too (``TranscriptKey.tag``).
+  derived from the key too (``TranscriptKey.tag``). The one exception is an OpenAI Agents branch: its
+  session is a ``store.fork`` (its row names it), and the entries copied into it name the fork's copies.
 - Entries are rows of ``transcript_entries`` numbered in arrival order from 1 (``seq``, never reused), each
   exactly as given (a JSON column read back deep-equal); reading them is one index range scan. An entry whose
   ``uuid`` (a string) is in the transcript already, or earlier in the same batch, is skipped: the uuid is the
@@ -30,15 +31,15 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import String, and_, bindparam, delete, func, insert, or_, select, update
 
 from ..codec import encode_json, encode_text
 from ..db.convert import text_out
 from ..db.sqlite_driver import prebuilt
 from ..db import statements as st
-from ..db.statements import M, Op, step
+from ..db.statements import M, Op, P, step
 from ..db.tables import TranscriptEntryRow, TranscriptRow
-from ..errors import InvalidInput
+from ..errors import InvalidInput, NotFound
 from ..flows import Tx
 
 __all__ = [
@@ -46,25 +47,30 @@ __all__ = [
     "JSON",
     "NewEntry",
     "TranscriptKey",
+    "answered_after",
     "append_entries",
     "conversation_uuids",
+    "copy_entries",
     "delete_last_entry",
     "entries",
     "find",
     "insert_transcript",
     "item_rows",
+    "item_rows_of",
     "items_at",
     "last_entry",
     "last_items",
     "list_main",
     "load",
     "lock",
+    "message_before",
     "messages_from",
     "open_calls",
     "run",
     "save",
     "save_state",
     "subkeys",
+    "user_turn",
 ]
 
 JSON = dict[str, Any]
@@ -197,6 +203,66 @@ _ITEM_ROWS_FROM = prebuilt(
 )
 
 
+# branches (OpenAI Agents): the turns' user items, the start of a message's items, the copy of a branch's items
+_ROLE = {"sqlite": func.json_extract(EN.c.entry, "$.role"), "postgresql": EN.c.entry.op("->>")("role")}
+_USER_TURN = {
+    dialect: prebuilt(
+        select(EN.c.seq, EN.c.message_id)
+        .where(EN.c.session_id == _b("sid"), role == "user")
+        .order_by(EN.c.seq)
+        .limit(1)
+        .offset(_b("skip"))
+    )
+    for dialect, role in _ROLE.items()
+}
+_MESSAGE_BEFORE = prebuilt(
+    select(M.c.id).where(M.c.session_id == _b("sid"), M.c.seq < _b("seq")).order_by(M.c.seq.desc()).limit(1)
+)
+_LAST_ITEM_BEFORE = prebuilt(  # outputs answer calls of earlier messages: only the other items follow message order
+    select(EN.c.seq)
+    .select_from(EN.join(M, and_(M.c.id == EN.c.message_id, M.c.session_id == EN.c.session_id)))
+    .where(
+        EN.c.session_id == _b("sid"),
+        M.c.seq < _b("mseq"),
+        or_(EN.c.type.is_(None), EN.c.type != "function_call_output"),
+    )
+    .order_by(EN.c.seq.desc())
+    .limit(1)
+)
+_from, _to = bindparam("b_from", type_=String), bindparam("b_to", type_=String)
+_answered, _copy = M.alias("answered"), M.alias("copy")
+_ANSWERED_AFTER = prebuilt(
+    select(_copy.c.id)
+    .select_from(
+        EN.join(_answered, and_(_answered.c.id == EN.c.message_id, _answered.c.session_id == EN.c.session_id))
+        .join(_copy, and_(_copy.c.session_id == _to, _copy.c.seq == _answered.c.seq))
+    )
+    .where(EN.c.session_id == _from, EN.c.seq > _b("last_seq"))
+    .order_by(_copy.c.seq)
+    .limit(1)
+)
+_om, _fm, _pm, _fpm = M.alias("om"), M.alias("fm"), M.alias("pm"), M.alias("fpm")
+_op, _fp = P.alias("op"), P.alias("fp")
+COPY_ENTRIES = prebuilt(
+    insert(EN).from_select(
+        ["session_id", "seq", "uuid", "type", "call_id", "message_id", "part_id", "entry"],
+        select(
+            _to.label("session_id"), EN.c.seq, EN.c.uuid, EN.c.type, EN.c.call_id,
+            _fm.c.id.label("message_id"), _fp.c.id.label("part_id"), EN.c.entry,
+        )  # fmt: skip
+        .select_from(
+            EN.outerjoin(_om, and_(_om.c.id == EN.c.message_id, _om.c.session_id == _from))
+            .outerjoin(_fm, and_(_fm.c.session_id == _to, _fm.c.seq == _om.c.seq))
+            .outerjoin(_op, and_(_op.c.id == EN.c.part_id, _op.c.session_id == _from))
+            .outerjoin(_pm, _pm.c.id == _op.c.message_id)
+            .outerjoin(_fpm, and_(_fpm.c.session_id == _to, _fpm.c.seq == _pm.c.seq))
+            .outerjoin(_fp, and_(_fp.c.message_id == _fpm.c.id, _fp.c.position == _op.c.position))
+        )
+        .where(EN.c.session_id == _from, EN.c.seq <= _b("last_seq")),
+    )
+)
+
+
 @cache
 def _uuids_in(count: int, conversation: bool) -> Any:
     """Which of ``count`` uuids (``b_u0`` …) the transcript holds (conversation lines only, if asked): one
@@ -232,11 +298,12 @@ def find(key: TranscriptKey) -> Op:
     return row
 
 
-def insert_transcript(key: TranscriptKey, *, now: int) -> Op:
+def insert_transcript(key: TranscriptKey, *, now: int, session_id: str | None = None) -> Op:
+    """A new transcript, mirrored into ``session_id`` (the key's own session when None: a branch's is a fork)."""
     yield step(
         INSERT_TRANSCRIPT,
         dict(
-            session_id=key.session_id,
+            session_id=session_id or key.session_id,
             sdk=key.sdk,
             project_key=encode_text(key.project_key),
             external_id=encode_text(key.external_id),
@@ -425,3 +492,44 @@ def messages_from(session_id: str, message_id: str) -> Op:
     rows = yield step(_MESSAGE_IDS_FROM, {"b_sid": session_id, "b_from_seq": found.seq}, fetch="all")
     user = yield step(_USER_BEFORE, {"b_sid": session_id, "b_seq": found.seq}, fetch="first")
     return found.seq, [row.id for row in rows], None if user is None else user.id
+
+
+# -- branches (OpenAI Agents) --------------------------------------------------------------------------------
+
+
+def user_turn(session_id: str, turn: int, dialect: str) -> Op:
+    """The ``turn``-th item with the role "user" (from 1, as the SDK numbers turns): its seq and message id,
+    or None."""
+    row = yield step(_USER_TURN[dialect], {"b_sid": session_id, "b_skip": turn - 1}, fetch="first")
+    return row
+
+
+def message_before(session_id: str, message_id: str | None) -> Op:
+    """The id of the session's message before ``message_id`` (None when it is the first); ``NotFound`` when
+    the session has no such message."""
+    found = yield step(st.MESSAGE_SEQ_IN_SESSION, {"b_mid": message_id, "b_sid": session_id}, fetch="first")
+    if found is None:
+        raise NotFound("message", message_id)
+    row = yield step(_MESSAGE_BEFORE, {"b_sid": session_id, "b_seq": found.seq}, fetch="first")
+    return None if row is None else row.id
+
+
+def item_rows_of(session_id: str, message_seq: int) -> Op:
+    """``item_rows`` from the first item of the message at ``message_seq`` (the items of the messages from
+    there on, and outputs answering calls before it)."""
+    before = yield step(_LAST_ITEM_BEFORE, {"b_sid": session_id, "b_mseq": message_seq}, fetch="first")
+    return (yield from item_rows(session_id, 1 if before is None else before.seq + 1))
+
+
+def copy_entries(source: str, target: str, last_seq: int) -> Op:
+    """Copy the entries of the transcript of ``source`` up to ``last_seq`` to the transcript of ``target``
+    (a fork of ``source``), in the database: their message and part columns name the fork's copies (the
+    message at the same seq, the part at the same position)."""
+    yield step(COPY_ENTRIES, {"b_from": source, "b_to": target, "b_last_seq": last_seq})
+
+
+def answered_after(source: str, target: str, last_seq: int) -> Op:
+    """The first of the fork ``target``'s messages that an item of ``source`` after ``last_seq`` went into (an
+    output answering a call before the branch point), or None."""
+    row = yield step(_ANSWERED_AFTER, {"b_from": source, "b_to": target, "b_last_seq": last_seq}, fetch="first")
+    return None if row is None else row.id
