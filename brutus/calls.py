@@ -136,7 +136,7 @@ class StoreCalls(Runs):
         original's when None. The fork names where it came from (``forked_from``, ``forked_at``) and shares
         nothing with it: deleting either leaves the other whole. ``list_sessions(forked_from=id)`` lists the
         forks of a session."""
-        return Tx(fork_ops.fork_session(session_id, message_id, title=title, dialect=self.dialect, now=self.clock()))
+        return fork_ops.fork_flow(session_id, message_id, title=title, dialect=self.dialect, clock=self.clock)
 
     @work
     def delete_session(self, session_id: str) -> None:

@@ -196,6 +196,11 @@ def test_a_fork_inside_a_batch_is_one_more_write_of_it(store: SessionStore) -> N
         fork = store.fork(session.id)
         note = store.append_message(fork.id, "user")
     assert note.seq == 5 and len(store.messages(fork.id)) == 5
+    with store.batch():  # after other statements of the batch (PostgreSQL: no isolation level to take then)
+        store.get_session(session.id)
+        late = store.fork(session.id)
+        store.append_message(session.id, "user")
+    assert late.message_count == 4 and len(store.messages(session.id)) == 5
 
 
 def test_an_empty_session_forks_into_an_empty_one(store: SessionStore) -> None:

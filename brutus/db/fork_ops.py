@@ -13,6 +13,8 @@ Rules:
   and outputs' part ids, a compaction part's ``tail_start_id``, a tier summary's ``covers`` and the markers'
   message pointers are remapped; everything else is copied exactly (recorded responses, prune marks,
   packed values, times, estimates, usage and cost).
+- Inside ``store.batch()`` the fork is one more write of the batch's transaction, which it reads as it is
+  (``fork_flow`` asks; PostgreSQL takes an isolation level only before a transaction's first statement).
 - The view is the original's at that point: the same prune marks, and the boundary recomputed from the
   copied rows (``refresh_boundary``), so a fork before a compaction has no boundary. A marker is copied when
   it was resolved by then (completed with its summary inside the copy, or failed); a pending one, or one
@@ -37,7 +39,7 @@ from .ops import check_id
 from .sqlite_driver import prebuilt
 from .statements import C, M, O, Op, P, T, refresh_boundary, step
 
-__all__ = ["fork_session"]
+__all__ = ["fork_flow", "fork_session"]
 
 SEQ_BASE = 100_000_000  # seq + this, as text: nine digits for any seq below 900 million (a fixed width)
 POSITION_BASE = 10_000  # position + this, as text, after the seq: unique since the seq part has a fixed width
@@ -145,14 +147,26 @@ ANY_MESSAGE = prebuilt(select(M.c.session_id).where(M.c.id == bindparam("b_mid")
 LAST_MESSAGE = prebuilt(select(M.c.id, M.c.seq).where(M.c.session_id == _sid).order_by(M.c.seq.desc()).limit(1))
 
 
+def fork_flow(session_id: Any, message_id: Any, *, title: str | None, dialect: str, clock: Any) -> Any:
+    """``store.fork`` as a flow (``brutus.flows``): the copy in a transaction of its own (one snapshot), or in
+    the batch's."""
+    from ..flows import InBatch, Tx
+
+    in_batch = yield InBatch()
+    op = fork_session(session_id, message_id, title=title, dialect=dialect, now=clock(), snapshot=not in_batch)
+    return (yield Tx(op))
+
+
 def fork_session(
-    session_id: Any, message_id: Any, *, title: str | None, dialect: str, now: int
+    session_id: Any, message_id: Any, *, title: str | None, dialect: str, now: int, snapshot: bool = True
 ) -> Op:
-    """Copy ``session_id``'s messages up to ``message_id`` (None: all) into a new session; the new ``Session``."""
+    """Copy ``session_id``'s messages up to ``message_id`` (None: all) into a new session; the new ``Session``.
+    ``snapshot``: the transaction is the operation's own, so its reads may be made one snapshot."""
     session_id = check_id("session", session_id)
     if title is not None and not isinstance(title, str):
         raise InvalidInput(f"session title must be a string, got {type(title).__name__}")
-    yield from consistent_reads(dialect)
+    if snapshot:
+        yield from consistent_reads(dialect)
     original = yield step(st.SESSION, {"b_sid": session_id}, fetch="first")
     if original is None:
         raise NotFound("session", session_id)

@@ -15,7 +15,7 @@ from typing import Any
 from ..compaction.engine import compaction
 from ..db import ops
 from ..db.compaction_ops import list_compactions
-from ..db.fork_ops import fork_session
+from ..db.fork_ops import fork_flow
 from ..db.history_ops import load_messages, prune_session
 from ..db.settle_ops import append_flow
 from ..errors import CompactionStalled
@@ -60,8 +60,7 @@ SETTINGS = ("model", "system", "tools", "max_tokens", "thinking", "policy", "lim
 
 def fork(state: ConversationState, store: Any, message_id: str | None) -> Flow:
     """The session forked at ``message_id`` (None: all of it), and a conversation on it with these settings."""
-    op = fork_session(state.session_id, message_id, title=None, dialect=store.dialect, now=store.clock())
-    session = yield Tx(op)
+    session = yield from fork_flow(state.session_id, message_id, title=None, dialect=store.dialect, clock=store.clock)
     return store.conversation(session.id, **{name: getattr(state, name) for name in SETTINGS})
 
 
