@@ -163,7 +163,7 @@ class StoreCalls(Runs):
         each item is a ``MessageWithParts`` or a dict ``{"info": {...}, "parts": [...]}``. Ids given are kept,
         missing ones assigned; the session, seq and positions come from where the messages land. A call of
         ``BULK_MESSAGES`` (1,000) or more then ``settle``s (outside ``batch()``)."""
-        return settle_ops.append_flow(session_id, messages, now=self.clock(), dialect=self.dialect)
+        return settle_ops.append_work(session_id, messages, now=self.clock(), dialect=self.dialect)
 
     @work
     def settle(self, *, messages: int | None = None) -> bool:

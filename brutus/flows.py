@@ -62,10 +62,17 @@ T = TypeVar("T")
 Flow = Generator[Any, Any, T]
 
 
-@dataclass(frozen=True, slots=True)
 class Tx:
-    op: Any  # brutus.db.statements.Op
-    write: bool = True
+    """A database operation (``brutus.db.statements.Op``) in a transaction of its own (or the batch's)."""
+
+    __slots__ = ("op", "write")  # a plain class: made for every store call, it costs less than a dataclass
+
+    def __init__(self, op: Any, write: bool = True) -> None:
+        self.op = op
+        self.write = write
+
+    def __repr__(self) -> str:
+        return f"Tx({self.op!r}, write={self.write})"
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,17 @@ do).
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sized
 from typing import Any
 
 from sqlalchemy import column, text
 
+from ..flows import Tx
+from .bulk_ops import append_messages
 from .sqlite_driver import prebuilt
 from .statements import Op, step
 
-__all__ = ["BULK_MESSAGES", "GROWTH", "append_flow", "settle_flow"]
+__all__ = ["BULK_MESSAGES", "GROWTH", "append_work", "settle_flow"]
 
 BULK_MESSAGES = 1_000  # an append_messages call of at least this many messages is a bulk write
 GROWTH = 0.1  # a table grown by this fraction of its rows since its statistics were taken is analyzed again
@@ -34,13 +36,17 @@ _ESTIMATE = prebuilt(
 _ANALYZE = prebuilt(text("ANALYZE messages, parts, tool_states, tool_outputs, search_vectors"))  # TABLES
 
 
-def append_flow(session_id: Any, messages: Any, *, now: int, dialect: str) -> Generator[Any, Any, Any]:
+def append_work(session_id: Any, messages: Any, *, now: int, dialect: str) -> Any:
     """``store.append_messages``: the messages in one transaction (``bulk_ops.append_messages``), then, for
-    ``BULK_MESSAGES`` or more, ``settle_flow``."""
-    from ..flows import Tx
-    from .bulk_ops import append_messages
+    ``BULK_MESSAGES`` or more, ``settle_flow`` (a flow); fewer, the one operation alone."""
+    op = append_messages(session_id, messages, now=now, id_arrays=dialect == "postgresql")
+    if isinstance(messages, Sized) and len(messages) < BULK_MESSAGES:
+        return Tx(op)
+    return _append_then_settle(op, dialect)
 
-    appended = yield Tx(append_messages(session_id, messages, now=now, id_arrays=dialect == "postgresql"))
+
+def _append_then_settle(op: Op, dialect: str) -> Generator[Any, Any, Any]:
+    appended = yield Tx(op)
     if len(appended) >= BULK_MESSAGES:
         yield from settle_flow(dialect, messages=len(appended))
     return appended
@@ -50,7 +56,7 @@ def settle_flow(dialect: str, *, messages: int | None) -> Generator[Any, Any, bo
     """Settle after a bulk write of ``messages`` messages (None: however many, the statistics are renewed),
     as a flow (``brutus.flows``); whether the statistics were renewed. Inside ``store.batch()``: nothing
     (False)."""
-    from ..flows import InBatch, Tx
+    from ..flows import InBatch
     from .search_ops import index_pending  # imported when used: the store's import stays light
 
     if (yield InBatch()):  # what the batch wrote is not committed yet: its caller settles after

@@ -17,7 +17,7 @@ from ..db import ops
 from ..db.compaction_ops import list_compactions
 from ..db.fork_ops import fork_flow
 from ..db.history_ops import load_messages, prune_session
-from ..db.settle_ops import append_flow
+from ..db.settle_ops import append_work
 from ..errors import CompactionStalled
 from ..flows import Tx
 from ..ids import new_id
@@ -37,7 +37,8 @@ def _load(state: ConversationState) -> Tx:
 
 def _append(state: ConversationState, store: Any, items: list[dict[str, Any]]) -> Flow:
     """``append_messages`` of these items, one transaction."""
-    return append_flow(state.session_id, items, now=store.clock(), dialect=store.dialect)
+    work = append_work(state.session_id, items, now=store.clock(), dialect=store.dialect)
+    return (yield from work) if isinstance(work, Generator) else (yield work)
 
 
 def _update_tools(calls: list[tuple[str, dict[str, Any]]], clock: Any) -> Any:
