@@ -22,7 +22,7 @@ import asyncio
 import inspect
 import threading
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -204,11 +204,15 @@ class AsyncSessionStore(StoreCalls, mode="async"):
 
     async def run(self, work: Any) -> Any:
         """Run ``work`` (an action or a flow, ``brutus.flows``) on this store, as ``SessionStore.run`` does."""
+        return await self._perform(work)
+
+    def _perform(self, work: Any) -> Awaitable[Any]:
+        """``run``'s awaitable, which the bound methods await directly (no coroutine of ``run``'s own per call)."""
         if type(work) is Tx:  # most calls: one operation
-            return await self._run(work.op, write=work.write)
+            return self._run(work.op, write=work.write)
         if inspect.isgenerator(work):
-            return await adrive_flow(work, self._do)
-        return await self._do(work)
+            return adrive_flow(work, self._do)
+        return self._do(work)
 
     async def _do(self, action: Any) -> Any:
         """One action of a flow (``brutus.flows``), as ``SessionStore._do`` does it. gc's storage steps run on a
