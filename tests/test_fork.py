@@ -85,6 +85,8 @@ def test_a_fork_copies_every_message_up_to_the_point_under_new_ids(store: Sessio
         s.id for s in store.list_sessions() if s.forked_from == session.id
     }
     assert len(store.list_sessions(forked_from=session.id)) == 4
+    found = {hit.session_id for hit in store.search("contents f5", limit=50)}  # the copies are indexed too
+    assert found == {session.id} | {s.id for s in store.list_sessions(forked_from=session.id) if s.message_count >= 12}
     assert integrity_problems(store) == []
 
 
