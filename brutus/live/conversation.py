@@ -18,7 +18,7 @@
         if not conv.pending_calls():
             break
 
-The rules are in ``core.py`` (what is stored), ``render.py`` (what is sent), ``policy.py`` (when it prunes
+The rules are in ``core.py`` (what is stored), ``render.py`` (what is sent), ``brutus.policy`` (when it prunes
 and compacts) and ``flows.py`` (the order of each call's steps). ``ConversationCalls`` declares each method
 once, returning its flow; ``Conversation`` runs it on a ``SessionStore`` and ``AsyncConversation`` awaits it
 on an ``AsyncSessionStore`` (for ``anthropic.AsyncAnthropic``), as the stores bind ``brutus.calls``

@@ -2,7 +2,7 @@
 
 Rules:
 
-- A recorded response is sent back exactly as received (``blocks.py``): its content blocks deep-equal, in
+- A recorded response is sent back exactly as received (``brutus.blocks``): its content blocks deep-equal, in
   order, less a ``tool_use`` block a ``max_tokens`` stop cut short. Its tool results follow in the next user
   message, in the order of its ``tool_use`` blocks: the exact block the agent gave, or, once pruned, the
   same block with its content ``[Old tool result content cleared]``; a call without a result is an error
