@@ -46,18 +46,23 @@ from .models import (
 from .estimates import estimate_message_tokens
 from .limits import DEFAULT_MODEL_LIMITS, model_limits, output_ceiling, usable_tokens
 from .policy import ContextPolicy, Plan, over_threshold, plan_request, threshold
-from .replay_cost import CostMeter
+from .replay_cost import PROMPT_MISS, CostMeter, Tally, billed
 from .replay_meter import RecordedCalls, Usage, measure_view
 from .store import SessionStore
 
 __all__ = [
+    "AsRecordedReport",
+    "AsRecordedSession",
+    "Bill",
     "ReplayCompaction",
     "ReplayPoint",
     "ReplayPrune",
     "ReplayReport",
     "ReplayStall",
+    "as_recorded",
     "comparison",
     "load_recording",
+    "load_recordings",
     "replay",
     "replay_config",
     "replay_file",
@@ -111,6 +116,36 @@ class ReplayCompaction(_Model):
     summary_model: str | None = None
 
 
+class Bill(_Model):
+    """Requests and what they cost: in all, and tokens and US dollars by kind (``replay_cost.KINDS``)."""
+
+    cost_usd: float
+    requests: int
+    tokens: dict[str, int]
+    cost_by_kind: dict[str, float]
+
+
+class AsRecordedSession(_Model):
+    session_id: str  # the replayed session
+    title: str | None = None
+    sub_agent: bool = False
+    requests: int
+    cost_usd: float
+    billed_usd: float | None = None  # its recorded usage priced, None when it carries none
+
+
+class AsRecordedReport(Bill):
+    """``replay --as-recorded``: every session of a recording replayed as it ran, priced, and its bill beside."""
+
+    source: str | None = None
+    database: str | None = None
+    sessions: int
+    cache_read_share: float
+    billed: Bill | None = None  # the recorded usage priced (None: the recording carries none)
+    ratio: float | None = None  # cost_usd / billed.cost_usd
+    replays: list[AsRecordedSession] = Field(default_factory=list)
+
+
 class ReplayStall(_Model):
     step: int
     reason: str
@@ -146,7 +181,10 @@ class ReplayReport(_Model):
     pruned_tokens: int = 0  # every tool output token the replay pruned: its prunes and those inside compactions
     cost_usd: float = 0.0  # what the simulated requests would have cost with prompt caching (replay_cost.py)
     cache_read_share: float = 0.0  # of their input tokens, the share read from the cache
-    priced_as: str | None = None  # the model whose prices apply
+    priced_as: str | None = None  # the models whose prices apply, in order of first use
+    requests: int = 0  # the simulated requests (the recorded calls)
+    tokens: dict[str, int] = Field(default_factory=dict)  # of the requests, by kind (replay_cost.KINDS)
+    cost_by_kind: dict[str, float] = Field(default_factory=dict)
 
 
 # -- limits -------------------------------------------------------------------------------------------------
@@ -274,7 +312,8 @@ class _Run:
     def step(self, index: int, entry: MessageWithParts) -> ReplayPoint:
         call = self.recorded.observe(index)
         if call is not None:  # the request this call answered: the view as it is now
-            self.meter.request(self.view, call, entry.info.time.created, estimate_message_tokens)
+            sent, prompted = self.recorded.sent_at(index), index > 0 and _typed(self.recorded.history[index - 1])
+            self.meter.request(self.view, call, sent, estimate_message_tokens, entry.info.model_id, prompted)
         message = write_message(self.store, self.session_id, entry, self.ids)
         if call is not None:
             self.usage[message.id] = call
@@ -351,6 +390,19 @@ class _Run:
         return after, _action([*done, "compact"])
 
 
+def _typed(message: MessageWithParts) -> bool:
+    """Whether ``message`` is a prompt someone typed (not a synthetic or compaction message)."""
+    info = message.info
+    return info.role == "user" and not info.synthetic and not any(isinstance(p, CompactionPart) for p in message.parts)
+
+
+def _prompt_miss(history: Sequence[MessageWithParts]) -> float:
+    """``PROMPT_MISS`` for a Claude Code recording (its messages carry ``claude_code`` metadata), else 0."""
+    from .importers.claude_code_builder import NAMESPACE
+
+    return PROMPT_MISS if NAMESPACE in (history[0].info.metadata or {}) else 0.0
+
+
 def _action(done: list[str]) -> Action | None:
     return "+".join(done) or None  # type: ignore[return-value]
 
@@ -368,10 +420,12 @@ def replay(
     source: str | None = None,
     on_step: OnStep | None = None,
     policy: ContextPolicy | None = None,
+    parent_id: str | None = None,
 ) -> ReplayReport:
-    """Replay ``history`` into a new session of ``store`` under ``limits`` (default: ``replay_limits``) with
-    ``summarizer`` (default: ``default_summarizer()``), prune ``config`` (default: ``replay_config``) and the
-    context ``policy`` (default: ``ContextPolicy()``); ``on_step(point, total)`` is called after every message."""
+    """Replay ``history`` into a new session of ``store`` (a child of ``parent_id`` when given) under ``limits``
+    (default: ``replay_limits``) with ``summarizer`` (default: ``default_summarizer()``), prune ``config``
+    (default: ``replay_config``) and the context ``policy`` (default: ``ContextPolicy()``);
+    ``on_step(point, total)`` is called after every message."""
     from .summarizers import default_summarizer
 
     if not history:
@@ -381,7 +435,9 @@ def replay(
         model, limits = replay_limits(history, model=model)
     summarizer = summarizer or default_summarizer()
     policy = policy or ContextPolicy()
-    session = store.create_session(title=f"replay: {title}" if title else "replay", directory=directory)
+    session = store.create_session(
+        title=f"replay: {title}" if title else "replay", directory=directory, parent_id=parent_id
+    )
     report = ReplayReport(
         session_id=session.id,
         source=source,
@@ -399,7 +455,7 @@ def replay(
         fixed_tokens=0,
         token_ratio=1.0,
     )
-    meter = CostMeter(model, ttl=policy.cache_ttl)
+    meter = CostMeter(model, ttl=policy.cache_ttl, prompt_miss=_prompt_miss(history))
     run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history), policy, meter)
     for index, entry in enumerate(history):
         point = run.step(index, entry)
@@ -422,6 +478,9 @@ def replay(
             cost_usd=round(run.meter.cost, 6),
             cache_read_share=round(run.meter.read_share, 4),
             priced_as=run.meter.priced_as,
+            requests=run.meter.tally.requests,
+            tokens=dict(run.meter.tally.tokens),
+            cost_by_kind={kind: round(cost, 6) for kind, cost in run.meter.tally.costs.items()},
         )
     )
 
@@ -453,12 +512,74 @@ def comparison(reports: Sequence[ReplayReport]) -> dict[str, Any]:
 def load_recording(path: str | Path) -> Any:
     """The main session of a recorded file in any format ``brutus import`` reads (an ``ImportedSession``:
     title, directory, history), without writing anything. ``ImportFormatError`` for a file it cannot read."""
+    return load_recordings(path)[0]
+
+
+def load_recordings(path: str | Path) -> list[Any]:
+    """Every session of a recorded file with a conversation, the main one first, then its sub-agents'
+    (``ImportedSession``s, nothing written); ``InvalidInput`` when the main one has none."""
     from .importers import plan_document, read_document
 
     sessions = plan_document(read_document(path))
     if not sessions or not sessions[0].history:
         raise InvalidInput(f"{path}: no conversation to replay in this file")
-    return sessions[0]
+    return [s for s in sessions if s.history]
+
+
+def as_recorded(
+    store: SessionStore,
+    recordings: Sequence[Any],
+    *,
+    source: str | None = None,
+    summarizer: Any = None,
+    on_step: OnStep | None = None,
+) -> AsRecordedReport:
+    """Replay every session of a recording (``load_recordings``: the main one, then its sub-agents, each a
+    child of the replayed main session) as it ran: with no limit, so only its own compactions happen, every
+    request priced by the cost meter at its recorded model; beside it, the bill of its recorded usage."""
+    total, bill = Tally(), Tally()
+    rows: list[AsRecordedSession] = []
+    replayed: dict[str, str] = {}  # recorded session id -> replayed session id
+    for recording in recordings:
+        report = replay(
+            store,
+            recording.history,
+            limits=ModelLimits(context=0),
+            summarizer=summarizer,
+            title=recording.title,
+            directory=recording.directory,
+            source=source,
+            on_step=on_step,
+            parent_id=replayed.get(recording.parent_id or ""),
+        )
+        replayed[recording.id] = report.session_id
+        own = billed(recording.history, default=report.model)
+        total.merge(_tally(report))
+        bill.merge(own)
+        rows.append(
+            AsRecordedSession(
+                session_id=report.session_id,
+                title=recording.title,
+                sub_agent=bool(recording.parent_id),
+                requests=report.requests,
+                cost_usd=report.cost_usd,
+                billed_usd=round(own.cost, 6) if own.requests else None,
+            )
+        )
+    recorded = Bill(**bill.as_json()) if bill.requests else None
+    return AsRecordedReport(
+        source=source,
+        sessions=len(rows),
+        cache_read_share=round(total.read_share, 4),
+        billed=recorded,
+        ratio=round(total.cost / bill.cost, 4) if recorded and bill.cost else None,
+        replays=rows,
+        **total.as_json(),
+    )
+
+
+def _tally(report: ReplayReport) -> Tally:
+    return Tally(requests=report.requests, tokens=dict(report.tokens), costs=dict(report.cost_by_kind))
 
 
 def replay_file(

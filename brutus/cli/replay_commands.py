@@ -26,12 +26,14 @@ def register(cli: click.Group) -> None:
 @click.option("--policy", type=click.Choice(POLICIES), default="on-compaction",
               show_default=True, help="When to prune: with each compaction, after each turn, never, or once the cache is cold.")
 @click.option("--compare", is_flag=True, help="Replay under every policy and print cost, cache reads, peak, compactions.")
+@click.option("--as-recorded", is_flag=True,
+              help="Replay the recording as it ran (its own compactions, sub-agents included) and price it beside its bill.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE.png",
               help="Also draw the context curve into a PNG (needs matplotlib: pip install 'brutus-store[plot]').")
 @db_option
 @json_option
-def replay(file: Path, context_limit: int | None, model: str | None, policy: str, compare: bool, plot: Path | None,
-           db: str | None, as_json: bool) -> None:
+def replay(file: Path, context_limit: int | None, model: str | None, policy: str, compare: bool, as_recorded: bool,
+           plot: Path | None, db: str | None, as_json: bool) -> None:
     """Replay a recorded session (OpenCode export JSON or Claude Code JSONL) through the store as a live agent
     would: message by message, tools pending → running → done, under the model's context limit, pruning and
     compacting by the context policy a live Conversation runs. Prints the prunes, the compactions and the
@@ -44,6 +46,13 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
     from .demo import temporary_database
     from .replay_output import print_report, print_written, progress
 
+    if as_recorded:
+        clashing = [name for name, given in (("--context-limit", context_limit is not None), ("--model", model),
+                    ("--compare", compare), ("--plot", plot is not None)) if given]
+        if clashing:
+            raise click.UsageError(f"--as-recorded replays the recording as it ran: not with {', '.join(clashing)}")
+        _as_recorded(file, db, as_json)
+        return
     if plot is not None:
         require_matplotlib()
     recording = load_recording(file)  # read and checked before the database is opened
@@ -92,6 +101,27 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
     print_written(_path(where), reports, temporary=db is None)
     if plot is not None:
         click.echo(f"context curve drawn in {plot}")
+
+
+def _as_recorded(file: Path, db: str | None, as_json: bool) -> None:
+    """``replay --as-recorded``: every session of the file replayed with no limit and priced, its bill beside."""
+    from ..replay import as_recorded, load_recordings
+    from .demo import temporary_database
+    from .replay_output import print_as_recorded, progress
+
+    recordings = load_recordings(file)  # read and checked before the database is opened
+    store = open_store(db or temporary_database("replay"))
+    where = store.url
+    try:
+        with progress(f"replaying {file.name} as recorded") as on_step:
+            report = as_recorded(store, recordings, source=str(file), on_step=on_step)
+    finally:
+        store.close()
+    report = report.model_copy(update={"database": _path(where)})
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+        return
+    print_as_recorded(report, temporary=db is None)
 
 
 def _path(url: str) -> str:
