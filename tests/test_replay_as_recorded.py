@@ -237,3 +237,19 @@ def test_the_command(tmp_path: Path) -> None:
 
     clash = run("replay", path, "--as-recorded", "--context-limit", "50000", "--db", tmp_path / "c.db")
     assert clash.returncode == 2 and "not with --context-limit" in clash.stderr
+
+
+def test_as_recorded_writes_to_a_temporary_database_unless_told(tmp_path: Path) -> None:
+    own = tmp_path / "own.db"
+    with SessionStore.open(str(own)) as store:
+        mine = store.create_session(title="my work").id
+    env = {"BRUTUS_DATABASE_URL": f"sqlite:///{own}", "TMPDIR": str(tmp_path)}
+    done = run("replay", corpus_file("9dd861b1"), "--as-recorded", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    written = json.loads(done.stdout)
+    (where,) = list(tmp_path.glob("brutus-replay-*/replay.db"))
+    assert written["database"] == str(where)
+    with SessionStore.open(str(own), read_only=True) as store:
+        assert [s.id for s in store.list_sessions()] == [mine]
+    with SessionStore.open(str(where), read_only=True) as store:
+        assert [s.id for s in store.list_sessions()] == [r["session_id"] for r in written["replays"]]
