@@ -63,12 +63,14 @@ __all__ = [
     "comparison",
     "load_recording",
     "load_recordings",
+    "recorded_bill",
     "replay",
     "replay_config",
     "replay_file",
     "replay_limits",
     "session_model",
     "write_message",
+    "WHAT_IFS",
 ]
 
 Action = Literal["prune", "compact", "prune+compact", "stalled", "prune+stalled"]
@@ -163,6 +165,9 @@ class ReplayReport(_Model):
     usable_tokens: int  # is_overflow's threshold: above it, the next call would not fit
     compact_at: int  # the policy's threshold (its compact_at share of the usable tokens)
     policy: str = "on-compaction"  # the ContextPolicy's prune mode
+    compact_at_share: float = 0.8  # the ContextPolicy's compact_at
+    cache_ttl: str = "5m"  # the ContextPolicy's cache TTL, which the cost meter prices the writes at
+    server_compaction: bool = False  # compactions' summary calls priced as server-side compaction
     prune_protect: int
     prune_minimum: int
     summarizer: str
@@ -182,7 +187,7 @@ class ReplayReport(_Model):
     cost_usd: float = 0.0  # what the simulated requests would have cost with prompt caching (replay_cost.py)
     cache_read_share: float = 0.0  # of their input tokens, the share read from the cache
     priced_as: str | None = None  # the models whose prices apply, in order of first use
-    requests: int = 0  # the simulated requests (the recorded calls)
+    requests: int = 0  # the simulated requests: the recorded calls, and the summary calls of its compactions
     tokens: dict[str, int] = Field(default_factory=dict)  # of the requests, by kind (replay_cost.KINDS)
     cost_by_kind: dict[str, float] = Field(default_factory=dict)
 
@@ -300,6 +305,7 @@ class _Run:
     meter: CostMeter
     usage: dict[str, Usage] = field(default_factory=dict)  # replayed message id -> its recorded call
     ids: dict[str, str] = field(default_factory=dict)  # recorded message id -> replayed message id
+    server_compaction: bool = False  # price compactions as server-side ones
     turns: int = 0
     blocked_turn: int = -1  # no compaction until a user turn after this one
     view: list[MessageWithParts] = field(default_factory=list)  # as the last measure() loaded it
@@ -330,7 +336,7 @@ class _Run:
                 turn_ended=entry.info.finish in ENDED,
             )
             if plan.prune or plan.compact:
-                after, action = self.relieve(index + 1, tokens, plan)
+                after, action = self.relieve(index + 1, tokens, plan, entry)
             if action:
                 count = self.measure()[1]
         return ReplayPoint(
@@ -345,9 +351,9 @@ class _Run:
             cost=round(self.meter.cost, 6),
         )
 
-    def relieve(self, step: int, tokens: int, plan: Plan) -> tuple[int, Action | None]:
-        """Run the policy's plan (prune, compact, or prune then compact when still over); the view after, and
-        what was done."""
+    def relieve(self, step: int, tokens: int, plan: Plan, entry: MessageWithParts) -> tuple[int, Action | None]:
+        """Run the policy's plan (prune, compact, or prune then compact when still over) after ``entry``; the
+        view after, and what was done."""
         done: list[str] = []
         config = self.policy.compaction_config(self.config or replay_config(self.limits, self.recorded.fixed or 0))
         pruned = self.store.prune(self.session_id, config) if plan.prune else None
@@ -361,6 +367,7 @@ class _Run:
             done.append("prune")
         if plan.compact is None or (plan.compact_if_still_over and not over_threshold(tokens, self.limits, self.policy)):
             return tokens, _action(done)
+        summarized = self.view
         try:
             result = self.store.compact(self.session_id, self.summarizer, trigger="auto", config=config)
         except CompactionStalled as exc:
@@ -368,7 +375,7 @@ class _Run:
             self.blocked_turn = self.turns
             return tokens, _action([*done, "stalled"])
         after = self.measure()[0]
-        self.meter.add(result.summary_message.info.cost)
+        self.price_summary(summarized, result.summary_message, entry)
         self.report.compactions.append(
             ReplayCompaction(
                 step=step,
@@ -388,6 +395,23 @@ class _Run:
             self.report.stalls.append(ReplayStall(step=step, reason=reason))
             self.blocked_turn = self.turns
         return after, _action([*done, "compact"])
+
+
+    def price_summary(self, view: list[MessageWithParts], summary: MessageWithParts, entry: MessageWithParts) -> None:
+        """The compaction's summary call, right after ``entry``: its own cost, else simulated (replay_cost.py)."""
+        if summary.info.cost:
+            self.meter.add(summary.info.cost)
+            return
+        info = entry.info
+        self.meter.summary(
+            view,
+            self.recorded.last or Usage(fixed=0, ratio=1.0, output=0),
+            info.time.completed or info.time.created,
+            estimate_message_tokens,
+            estimate_message_tokens(summary),
+            model=info.model_id,
+            server=self.server_compaction,
+        )
 
 
 def _typed(message: MessageWithParts) -> bool:
@@ -421,11 +445,13 @@ def replay(
     on_step: OnStep | None = None,
     policy: ContextPolicy | None = None,
     parent_id: str | None = None,
+    server_compaction: bool = False,
 ) -> ReplayReport:
     """Replay ``history`` into a new session of ``store`` (a child of ``parent_id`` when given) under ``limits``
     (default: ``replay_limits``) with ``summarizer`` (default: ``default_summarizer()``), prune ``config``
     (default: ``replay_config``) and the context ``policy`` (default: ``ContextPolicy()``);
-    ``on_step(point, total)`` is called after every message."""
+    ``on_step(point, total)`` is called after every message; ``server_compaction`` prices each compaction's summary
+    call as server-side compaction does (``brutus.replay_cost``)."""
     from .summarizers import default_summarizer
 
     if not history:
@@ -447,6 +473,9 @@ def replay(
         usable_tokens=usable_tokens(limits),
         compact_at=threshold(limits, policy),
         policy=policy.prune,
+        compact_at_share=policy.compact_at,
+        cache_ttl=policy.cache_ttl,
+        server_compaction=server_compaction,
         prune_protect=0,
         prune_minimum=0,
         summarizer=getattr(summarizer, "model", None) or type(summarizer).__name__,
@@ -456,7 +485,8 @@ def replay(
         token_ratio=1.0,
     )
     meter = CostMeter(model, ttl=policy.cache_ttl, prompt_miss=_prompt_miss(history))
-    run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history), policy, meter)
+    run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history), policy, meter,
+               server_compaction=server_compaction)
     for index, entry in enumerate(history):
         point = run.step(index, entry)
         report.curve.append(point)
@@ -485,25 +515,51 @@ def replay(
     )
 
 
-def comparison(reports: Sequence[ReplayReport]) -> dict[str, Any]:
-    """``replay --compare --json``: the same recording under each policy (DESIGN §3 "Cost")."""
+# the what-ifs of ``replay --compare`` beside the policies: (label, ContextPolicy fields, server-side compaction)
+WHAT_IFS: tuple[tuple[str, dict[str, Any], bool], ...] = (
+    ("compact at 0.6", {"compact_at": 0.6}, False),
+    ("compact at 0.7", {"compact_at": 0.7}, False),
+    ("compact at 0.8", {}, False),  # the default policy: its row of the policies
+    ("compact at 0.9", {"compact_at": 0.9}, False),
+    ("cache TTL 1h", {"cache_ttl": "1h"}, False),
+    ("server compaction", {}, True),
+)
+
+
+def _row(report: ReplayReport) -> dict[str, Any]:
     return {
+        "cost_usd": report.cost_usd,
+        "cache_read_share": report.cache_read_share,
+        "peak_tokens": report.max_view_tokens,
+        "compactions": len(report.compactions),
+        "stalls": len(report.stalls),
+        "pruned_tokens": report.pruned_tokens,
+        "session_id": report.session_id,
+    }
+
+
+def comparison(
+    reports: Sequence[ReplayReport],
+    what_ifs: Sequence[tuple[str, ReplayReport]] = (),
+    recorded: ReplayReport | None = None,
+    bill: Bill | None = None,
+) -> dict[str, Any]:
+    """``replay --compare --json``: the same recording under each policy (DESIGN §3 "Cost"); with ``what_ifs``
+    (label, report) the other settings, and beside them the ``recorded`` run (no limit) and its ``bill``."""
+    table: dict[str, Any] = {
         "limit": reports[0].limits.context,
         "default": ContextPolicy().prune,
-        "policies": [
-            {
-                "policy": r.policy,
-                "cost_usd": r.cost_usd,
-                "cache_read_share": r.cache_read_share,
-                "peak_tokens": r.max_view_tokens,
-                "compactions": len(r.compactions),
-                "stalls": len(r.stalls),
-                "pruned_tokens": r.pruned_tokens,
-                "session_id": r.session_id,
-            }
-            for r in reports
-        ],
+        "policies": [{"policy": r.policy, **_row(r)} for r in reports],
     }
+    if what_ifs:
+        table["what_ifs"] = [{"setting": label, **_row(r)} for label, r in what_ifs]
+    if recorded is not None:
+        table["as_recorded"] = {
+            **_row(recorded),
+            "billed_usd": bill.cost_usd if bill else None,
+            "ratio": round(recorded.cost_usd / bill.cost_usd, 4) if bill and bill.cost_usd else None,
+        }
+    return table
 
 
 # -- from a file --------------------------------------------------------------------------------------------
@@ -576,6 +632,12 @@ def as_recorded(
         replays=rows,
         **total.as_json(),
     )
+
+
+def recorded_bill(history: Sequence[MessageWithParts]) -> Bill | None:
+    """The bill of ``history``'s recorded usage (None: it carries none)."""
+    bill = billed(history, default=session_model(history))
+    return Bill(**bill.as_json()) if bill.requests else None
 
 
 def _tally(report: ReplayReport) -> Tally:

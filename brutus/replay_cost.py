@@ -5,7 +5,12 @@ Rules (issues 21 and 36, DESIGN §3 "Cost"):
 - Each replayed call is a request: its input is the recorded call re-based on the replayed view
   (``replay_meter.Usage.input_for``), its output the recorded output, priced at the model that answered it
   (``brutus.pricing``; Claude Sonnet's prices for a model with none, an OpenCode session on another provider,
-  said in ``priced_as``). A compaction's own summary call adds its recorded cost.
+  said in ``priced_as``).
+- A compaction the replay runs is one more request (``CostMeter.summary``) unless its summarizer reported a cost
+  of its own (a real call: that cost is added as it is). It sends the view it summarizes and gets the summary
+  as output: as ``AnthropicSummarizer`` sends it, a prefix extension of the last request that reads what that
+  one cached; as server-side compaction (``AnthropicServerCompaction``, whose request carries no cache
+  breakpoint), all of it uncached input. Either way the cache is left as the last request left it.
 - Of its input, the recorded ``uncached`` tokens (after the request's last cache breakpoint) are plain input;
   the rest is read from the cache or written to it.
 - Each model has its own cache: a model switch starts cold. A request reads what the previous request to the
@@ -171,8 +176,23 @@ class CostMeter:
             name, write_price, input=uncached, cache_read=read, cache_write=cacheable - read, output=usage.output
         )
 
+    def summary(
+        self, view: Sequence[MessageWithParts], usage: Usage, at: int, estimate: Estimate, output: int,
+        *, model: str | None = None, server: bool = False,
+    ) -> float:
+        """Price a compaction's summary call over ``view`` sent at ``at``, ``output`` tokens of summary, as the
+        client's prefix extension or (``server``) as server-side compaction; its cost."""
+        name, price = priced(model or self.model)
+        total = usage.input_for(sum(estimate(m) for m in view))
+        cache = self._caches.get(name)
+        warm = not server and cache is not None and at - cache.at <= CACHE_TTL_MS[self.ttl] + TTL_GRACE_MS
+        read = min(cache.shared([_key(m) for m in view], 0.0), total) if warm and cache is not None else 0
+        uncached = total if server else 0
+        return self.tally.add(name, price.cache_write, input=uncached, cache_read=read,
+                              cache_write=total - uncached - read, output=output)
+
     def add(self, cost: float) -> None:
-        """A cost beside the requests (a compaction's summary call)."""
+        """A cost beside the requests (a compaction's summary call that priced itself)."""
         self.extra += cost
 
     @property

@@ -40,7 +40,10 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
     context curve, and the session written for each policy: into a new temporary SQLite database (it says
     where) unless --db names one."""
     from ..live import ContextPolicy
-    from ..replay import load_recording, replay as run_replay, replay_limits
+    from ..models import ModelLimits
+    from ..replay import (
+        WHAT_IFS, ReplayReport, comparison, load_recording, recorded_bill, replay as run_replay, replay_limits,
+    )
     from ..summarizers import default_summarizer
     from .chart import require_matplotlib, write_png
     from .demo import temporary_database
@@ -58,36 +61,45 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
     recording = load_recording(file)  # read and checked before the database is opened
     model, limits = replay_limits(recording.history, context_limit=context_limit, model=model)
     store = open_store(db or temporary_database("replay"))
-    where, reports = store.url, []
+    where, reports, what_ifs = store.url, [], []
+
+    def run(label: str, policy: ContextPolicy, *, limited: bool = True, server: bool = False) -> ReplayReport:
+        with progress(f"replaying {file.name}" + (f" ({label})" if compare else "")) as on_step:
+            return run_replay(
+                store,
+                recording.history,
+                limits=limits if limited else ModelLimits(context=0),
+                model=model,
+                summarizer=default_summarizer(),
+                title=recording.title,
+                directory=recording.directory,
+                source=str(file),
+                on_step=on_step,
+                policy=policy,
+                server_compaction=server,
+            )
+
     try:
-        for mode in POLICIES if compare else (policy,):
-            with progress(f"replaying {file.name}" + (f" ({mode})" if compare else "")) as on_step:
-                reports.append(run_replay(
-                    store,
-                    recording.history,
-                    limits=limits,
-                    model=model,
-                    summarizer=default_summarizer(),
-                    title=recording.title,
-                    directory=recording.directory,
-                    source=str(file),
-                    on_step=on_step,
-                    policy=ContextPolicy(prune=mode),
-                ))
+        reports = [run(mode, ContextPolicy(prune=mode)) for mode in (POLICIES if compare else (policy,))]
+        if compare:
+            what_ifs = [(label, run(label, ContextPolicy(**fields), server=server) if fields or server else reports[0])
+                        for label, fields, server in WHAT_IFS]
+            recorded = run("as recorded", ContextPolicy(), limited=False)
     finally:
         store.close()
     if compare:
-        from ..replay import comparison
         from .replay_output import print_comparison
 
-        table = comparison(reports)
+        table = comparison(reports, what_ifs, recorded, recorded_bill(recording.history))
         if plot is not None:
             write_png(reports, plot)
         if as_json:
             print_json({**table, "database": _path(where)})
             return
         print_comparison(table)
-        print_written(_path(where), reports, temporary=db is None)
+        written = [(r.policy, r.session_id) for r in reports]
+        written += [(label, r.session_id) for label, r in what_ifs if r not in reports]
+        print_written(_path(where), [*written, ("as recorded", recorded.session_id)], temporary=db is None)
         if plot is not None:
             click.echo(f"curves and costs drawn in {plot}")
         return
@@ -98,7 +110,7 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
         print_json(report.model_copy(update={"database": _path(where)}).model_dump(mode="json"))
         return
     print_report(report)
-    print_written(_path(where), reports, temporary=db is None)
+    print_written(_path(where), [(report.policy, report.session_id)], temporary=db is None)
     if plot is not None:
         click.echo(f"context curve drawn in {plot}")
 

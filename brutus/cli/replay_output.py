@@ -58,6 +58,17 @@ def print_comparison(comparison: dict[str, Any]) -> None:
              f"{row['compactions']:,}", f"{row['stalls']:,}"] for row in comparison["policies"]]
     title = f"Policies under a {comparison['limit']:,}-token context (default: {comparison['default']})"
     print_table(console(), columns, rows, title=title)
+    if "what_ifs" not in comparison:
+        return
+    recorded = comparison["as_recorded"]
+    billed = f"; billed ${recorded['billed_usd']:.4f}" if recorded.get("billed_usd") is not None else ""
+    columns[0] = Column("setting", "whole")
+    rows = [[row["setting"], f"{row['cost_usd']:.4f}", f"{row['cache_read_share']:.1%}", f"{row['peak_tokens']:,}",
+             f"{row['compactions']:,}", f"{row['stalls']:,}"] for row in comparison["what_ifs"]]
+    rows.append(["as recorded", f"{recorded['cost_usd']:.4f}", f"{recorded['cache_read_share']:.1%}",
+                 f"{recorded['peak_tokens']:,}", f"{recorded['compactions']:,}", f"{recorded['stalls']:,}"])
+    print_table(console(), columns, rows,
+                title=f"What-ifs with the default policy; as recorded: its own compactions, no limit{billed}")
 
 
 KIND_NAMES = {"input": "input", "cache_read": "cache reads", "cache_write": "cache writes", "output": "output"}
@@ -108,15 +119,15 @@ def pruned_line(report: ReplayReport) -> str:
     return f"{report.pruned_tokens:,} tokens of tool output pruned ({where})"
 
 
-def print_written(where: str, reports: list[ReplayReport], *, temporary: bool) -> None:
-    """Where the replay wrote, and the session of each policy."""
+def print_written(where: str, sessions: list[tuple[str, str]], *, temporary: bool) -> None:
+    """Where the replay wrote, and each session it wrote: (what it replayed, its id)."""
     from rich.markup import escape
 
     out = console()
     note = "\n(a new temporary database; --db chooses one)" if temporary else ""
     out.print(f"\nsessions written to {escape(where)}{note}:")
-    for report in reports:
-        out.print(f"  {report.policy:<13}  {report.session_id}")
+    for label, session_id in sessions:
+        out.print(f"  {escape(label):<17}  {session_id}")
 
 
 def usable_line(report: ReplayReport) -> str:
