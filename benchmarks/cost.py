@@ -12,6 +12,7 @@ marked) and a summary of the goal (DESIGN §5 "cost"); with ``--results``, adds 
 
     python benchmarks/cost.py                    # the whole corpus: about a minute on two cores
     python benchmarks/cost.py --bills            # only the as-recorded table: about ten seconds
+    python benchmarks/cost.py --what-ifs         # only the what-ifs of replay --compare on a few sessions
     python benchmarks/cost.py --only kind-meadow --fraction 0.6 --results
 """
 
@@ -29,7 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from corpus_helpers import all_files, claude_code_files  # noqa: E402
 
 from brutus import ContextPolicy, InvalidInput, SessionStore  # noqa: E402
-from brutus.replay import as_recorded, comparison, load_recording, load_recordings, replay, replay_limits  # noqa: E402
+from brutus.models import ModelLimits  # noqa: E402
+from brutus.replay import (  # noqa: E402
+    WHAT_IFS, as_recorded, comparison, load_recording, load_recordings, replay, replay_limits,
+)
 from brutus.replay_meter import RecordedCalls  # noqa: E402
 from brutus.summarizers import ExtractiveSummarizer  # noqa: E402
 
@@ -71,6 +75,31 @@ def bills_verdict(rows: list[dict]) -> str:
     within = [row for row in rows if abs(row["report"].ratio - 1) <= 0.10]
     out = ", ".join(f"{row['session']} ({row['report'].ratio:.3f})" for row in rows if row not in within) or "none"
     return f"{len(within)} of {len(rows)} transcripts replayed within 10% of their bill; outside: {out}."
+
+
+FEATURED = (("d7d349f9", 70_000), ("0a725fb5", 108_000), ("f67ab274", 109_000), ("da4409c0", 108_000))
+
+
+def what_ifs(fragment: str, limit: int, store: SessionStore) -> str:
+    """One session's row of the what-ifs: the main session as recorded, then each of ``WHAT_IFS`` under ``limit``
+    with the default policy: cost (compactions)."""
+    path = next(p for p in claude_code_files() if p.name.startswith(fragment))
+    history = load_recording(path).history
+    model, limits = replay_limits(history, context_limit=limit)
+
+    def run(limits: ModelLimits, fields: dict, server: bool) -> str:
+        r = replay(store, history, limits=limits, model=model, summarizer=ExtractiveSummarizer(),
+                   policy=ContextPolicy(**fields), server_compaction=server)
+        return f"{r.cost_usd:.3f} ({len(r.compactions)})"
+
+    cells = [run(limits, fields, server) for _, fields, server in WHAT_IFS]
+    return f"| {fragment} | {limit:,} | {run(ModelLimits(context=0), {}, False)} | " + " | ".join(cells) + " |"
+
+
+def render_what_ifs(store: SessionStore) -> str:
+    head = "| main session | limit | as recorded | " + " | ".join(label for label, _, _ in WHAT_IFS) + " |"
+    rows = [what_ifs(fragment, limit, store) for fragment, limit in FEATURED]
+    return "\n".join([head, "|---|---:|" + "---:|" * (len(WHAT_IFS) + 1), *rows])
 
 
 def recorded_peak(history: list) -> int:
@@ -152,12 +181,16 @@ def main() -> None:
         "--fraction", type=float, action="append", help="a limit as a share of each recording's peak (repeatable)"
     )
     parser.add_argument("--bills", action="store_true", help="only the as-recorded table")
+    parser.add_argument("--what-ifs", action="store_true", help="only the what-ifs on a few sessions")
     args = parser.parse_args()
     fractions = args.fraction or FRACTIONS
     files = [p for p in all_files() if not args.only or args.only in p.name]
     rows: list[dict] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, SessionStore.open(str(Path(tmp) / "cost.db")) as store:
+        if args.what_ifs:
+            print(f"US dollars (compactions), the default policy, summaries extractive\n\n{render_what_ifs(store)}")
+            return
         recorded = [row for p in claude_code_files() if p in files if (row := bill_row(p, store)) is not None]
         bills = f"{render_bills(recorded)}\n\n{bills_verdict(recorded)}" if recorded else ""
         print(f"{bills}\n", flush=True)
