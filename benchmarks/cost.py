@@ -2,13 +2,14 @@
 (DESIGN §5 "cost", issues 21 and 36).
 
 First, every Claude Code transcript with usage replayed as it ran (``brutus replay --as-recorded``: sub-agents
-included, each request at its recorded model) beside what its recorded usage was billed, and the ratio; the goal
-is within 10% each. Then, for every corpus session, at context limits that force at least one compaction (50%, 70% and 90% of the
-recording's own peak, at least 24,000 tokens), replays the session under each of the four ``ContextPolicy``
-prune modes with the offline extractive summarizer and prices every simulated request with prompt caching
-(``brutus.replay_cost``). Prints one table (a row per session and limit, with the tokens each policy's prunes
-marked) and a summary of the goal (DESIGN §5 "cost"); with ``--results``, adds both, newest first, to
-``benchmarks/RESULTS.md``.
+included, each request at its recorded model) beside what its recorded usage was billed, and the ratio; the
+goal is within 10% each. Then, for every corpus session, at context limits that force at least one compaction
+(50%, 70% and 90% of the recording's own peak, at least 24,000 tokens), replays the session under each of the
+four ``ContextPolicy`` prune modes with the offline extractive summarizer and prices every simulated request
+with prompt caching (``brutus.replay_cost``). Prints the tables (the policies' with a row per session and
+limit, and the tokens each policy's prunes marked) and a summary of each goal (DESIGN §5 "cost"); with
+``--results``, adds them, newest first, to ``benchmarks/RESULTS.md``. ``--what-ifs`` prints the other settings
+of ``replay --compare`` (``brutus.replay.WHAT_IFS``) on a few sessions instead.
 
     python benchmarks/cost.py                    # the whole corpus: about a minute on two cores
     python benchmarks/cost.py --bills            # only the as-recorded table: about ten seconds
@@ -32,8 +33,9 @@ from corpus_helpers import all_files, claude_code_files  # noqa: E402
 from brutus import ContextPolicy, InvalidInput, SessionStore  # noqa: E402
 from brutus.models import ModelLimits  # noqa: E402
 from brutus.replay import (  # noqa: E402
-    WHAT_IFS, as_recorded, comparison, load_recording, load_recordings, replay, replay_limits,
+    WHAT_IFS, comparison, load_recording, load_recordings, replay, replay_limits,
 )
+from brutus.replay_recorded import as_recorded  # noqa: E402
 from brutus.replay_meter import RecordedCalls  # noqa: E402
 from brutus.summarizers import ExtractiveSummarizer  # noqa: E402
 

@@ -19,6 +19,10 @@ Rules:
 - What it simulates: ``replay_limits``, the session's model's limits, or ``context_limit`` tokens with the
   output reserve cut to a quarter of them; ``replay_config``, prune's thresholds scaled to the room the
   messages have (the policy's switch and tail then apply to it).
+- Every recorded call is a request the cost meter prices (``brutus.replay_cost``), sent when the recording
+  sent it, at the model that answered it; a compaction's summary call is one more (``server_compaction``:
+  priced as server-side compaction). ``comparison`` tables the four prune modes and ``WHAT_IFS`` beside
+  the recording as it ran (``brutus.replay_recorded``, ``replay --as-recorded``).
 """
 
 from __future__ import annotations
@@ -46,31 +50,26 @@ from .models import (
 from .estimates import estimate_message_tokens
 from .limits import DEFAULT_MODEL_LIMITS, model_limits, output_ceiling, usable_tokens
 from .policy import ContextPolicy, Plan, over_threshold, plan_request, threshold
-from .replay_cost import PROMPT_MISS, CostMeter, Tally, billed
+from .replay_cost import PROMPT_MISS, CostMeter
 from .replay_meter import RecordedCalls, Usage, measure_view
 from .store import SessionStore
 
 __all__ = [
-    "AsRecordedReport",
-    "AsRecordedSession",
-    "Bill",
     "ReplayCompaction",
     "ReplayPoint",
     "ReplayPrune",
     "ReplayReport",
     "ReplayStall",
-    "as_recorded",
+    "WHAT_IFS",
     "comparison",
     "load_recording",
     "load_recordings",
-    "recorded_bill",
     "replay",
     "replay_config",
     "replay_file",
     "replay_limits",
     "session_model",
     "write_message",
-    "WHAT_IFS",
 ]
 
 Action = Literal["prune", "compact", "prune+compact", "stalled", "prune+stalled"]
@@ -116,36 +115,6 @@ class ReplayCompaction(_Model):
     pruned_tokens: int
     fallback_used: str | None = None
     summary_model: str | None = None
-
-
-class Bill(_Model):
-    """Requests and what they cost: in all, and tokens and US dollars by kind (``replay_cost.KINDS``)."""
-
-    cost_usd: float
-    requests: int
-    tokens: dict[str, int]
-    cost_by_kind: dict[str, float]
-
-
-class AsRecordedSession(_Model):
-    session_id: str  # the replayed session
-    title: str | None = None
-    sub_agent: bool = False
-    requests: int
-    cost_usd: float
-    billed_usd: float | None = None  # its recorded usage priced, None when it carries none
-
-
-class AsRecordedReport(Bill):
-    """``replay --as-recorded``: every session of a recording replayed as it ran, priced, and its bill beside."""
-
-    source: str | None = None
-    database: str | None = None
-    sessions: int
-    cache_read_share: float
-    billed: Bill | None = None  # the recorded usage priced (None: the recording carries none)
-    ratio: float | None = None  # cost_usd / billed.cost_usd
-    replays: list[AsRecordedSession] = Field(default_factory=list)
 
 
 class ReplayStall(_Model):
@@ -542,10 +511,10 @@ def comparison(
     reports: Sequence[ReplayReport],
     what_ifs: Sequence[tuple[str, ReplayReport]] = (),
     recorded: ReplayReport | None = None,
-    bill: Bill | None = None,
+    billed_usd: float | None = None,
 ) -> dict[str, Any]:
     """``replay --compare --json``: the same recording under each policy (DESIGN §3 "Cost"); with ``what_ifs``
-    (label, report) the other settings, and beside them the ``recorded`` run (no limit) and its ``bill``."""
+    (label, report) the other settings, and beside them the ``recorded`` run (no limit) and its bill."""
     table: dict[str, Any] = {
         "limit": reports[0].limits.context,
         "default": ContextPolicy().prune,
@@ -556,8 +525,8 @@ def comparison(
     if recorded is not None:
         table["as_recorded"] = {
             **_row(recorded),
-            "billed_usd": bill.cost_usd if bill else None,
-            "ratio": round(recorded.cost_usd / bill.cost_usd, 4) if bill and bill.cost_usd else None,
+            "billed_usd": billed_usd,
+            "ratio": round(recorded.cost_usd / billed_usd, 4) if billed_usd else None,
         }
     return table
 
@@ -580,68 +549,6 @@ def load_recordings(path: str | Path) -> list[Any]:
     if not sessions or not sessions[0].history:
         raise InvalidInput(f"{path}: no conversation to replay in this file")
     return [s for s in sessions if s.history]
-
-
-def as_recorded(
-    store: SessionStore,
-    recordings: Sequence[Any],
-    *,
-    source: str | None = None,
-    summarizer: Any = None,
-    on_step: OnStep | None = None,
-) -> AsRecordedReport:
-    """Replay every session of a recording (``load_recordings``: the main one, then its sub-agents, each a
-    child of the replayed main session) as it ran: with no limit, so only its own compactions happen, every
-    request priced by the cost meter at its recorded model; beside it, the bill of its recorded usage."""
-    total, bill = Tally(), Tally()
-    rows: list[AsRecordedSession] = []
-    replayed: dict[str, str] = {}  # recorded session id -> replayed session id
-    for recording in recordings:
-        report = replay(
-            store,
-            recording.history,
-            limits=ModelLimits(context=0),
-            summarizer=summarizer,
-            title=recording.title,
-            directory=recording.directory,
-            source=source,
-            on_step=on_step,
-            parent_id=replayed.get(recording.parent_id or ""),
-        )
-        replayed[recording.id] = report.session_id
-        own = billed(recording.history, default=report.model)
-        total.merge(_tally(report))
-        bill.merge(own)
-        rows.append(
-            AsRecordedSession(
-                session_id=report.session_id,
-                title=recording.title,
-                sub_agent=bool(recording.parent_id),
-                requests=report.requests,
-                cost_usd=report.cost_usd,
-                billed_usd=round(own.cost, 6) if own.requests else None,
-            )
-        )
-    recorded = Bill(**bill.as_json()) if bill.requests else None
-    return AsRecordedReport(
-        source=source,
-        sessions=len(rows),
-        cache_read_share=round(total.read_share, 4),
-        billed=recorded,
-        ratio=round(total.cost / bill.cost, 4) if recorded and bill.cost else None,
-        replays=rows,
-        **total.as_json(),
-    )
-
-
-def recorded_bill(history: Sequence[MessageWithParts]) -> Bill | None:
-    """The bill of ``history``'s recorded usage (None: it carries none)."""
-    bill = billed(history, default=session_model(history))
-    return Bill(**bill.as_json()) if bill.requests else None
-
-
-def _tally(report: ReplayReport) -> Tally:
-    return Tally(requests=report.requests, tokens=dict(report.tokens), costs=dict(report.cost_by_kind))
 
 
 def replay_file(

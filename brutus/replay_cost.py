@@ -41,7 +41,7 @@ from .policy import CACHE_TTL_MS
 from .pricing import Price, price_of
 from .replay_meter import Usage
 
-__all__ = ["FALLBACK_MODEL", "KINDS", "PROMPT_MISS", "TTL_GRACE_MS", "CostMeter", "Tally", "billed", "priced"]
+__all__ = ["CostMeter", "FALLBACK_MODEL", "KINDS", "PROMPT_MISS", "TTL_GRACE_MS", "Tally", "billed", "priced"]
 
 FALLBACK_MODEL = "claude-sonnet-4-5"
 TTL_GRACE_MS = 18_000
@@ -77,7 +77,7 @@ class Tally:
     def add(self, model: str, write_price: float, **tokens: int) -> float:
         """One request of ``tokens`` by kind at ``model``'s prices (cache writes at ``write_price``); its cost."""
         _, price = priced(model)
-        rates = {"input": price.input, "cache_read": price.cache_read, "cache_write": write_price, "output": price.output}
+        rates = dict(input=price.input, cache_read=price.cache_read, cache_write=write_price, output=price.output)
         cost = 0.0
         for kind, count in tokens.items():
             self.tokens[kind] += count

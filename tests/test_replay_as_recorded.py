@@ -14,7 +14,8 @@ import pytest
 
 from brutus import InvalidInput, SessionStore
 from brutus.models import Message, MessageTime, MessageWithParts, TextPart
-from brutus.replay import as_recorded, load_recording, load_recordings, replay_file
+from brutus.replay import load_recording, load_recordings, replay_file
+from brutus.replay_recorded import as_recorded
 from brutus.replay_cost import PROMPT_MISS, CostMeter
 from brutus.replay_meter import Usage
 from brutus.summarizers import ExtractiveSummarizer

@@ -82,7 +82,8 @@ def test_a_compaction_is_one_more_request_read_from_the_cache_unless_server_side
 
 
 def test_compare_prices_the_what_ifs_beside_the_recording(tmp_path) -> None:
-    from brutus.replay import load_recording, recorded_bill
+    from brutus.replay import load_recording
+    from brutus.replay_recorded import recorded_bill
 
     path = corpus_file("d7d349f9")
     done = run("replay", path, "--context-limit", "70000", "--compare", "--json", "--db", tmp_path / "w.db")

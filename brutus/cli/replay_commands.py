@@ -41,9 +41,8 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
     where) unless --db names one."""
     from ..live import ContextPolicy
     from ..models import ModelLimits
-    from ..replay import (
-        WHAT_IFS, ReplayReport, comparison, load_recording, recorded_bill, replay as run_replay, replay_limits,
-    )
+    from ..replay import WHAT_IFS, ReplayReport, comparison, load_recording, replay as run_replay, replay_limits
+    from ..replay_recorded import recorded_bill
     from ..summarizers import default_summarizer
     from .chart import require_matplotlib, write_png
     from .demo import temporary_database
@@ -90,7 +89,8 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
     if compare:
         from .replay_output import print_comparison
 
-        table = comparison(reports, what_ifs, recorded, recorded_bill(recording.history))
+        bill = recorded_bill(recording.history)
+        table = comparison(reports, what_ifs, recorded, bill.cost_usd if bill else None)
         if plot is not None:
             write_png(reports, plot)
         if as_json:
@@ -117,7 +117,8 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
 
 def _as_recorded(file: Path, db: str | None, as_json: bool) -> None:
     """``replay --as-recorded``: every session of the file replayed with no limit and priced, its bill beside."""
-    from ..replay import as_recorded, load_recordings
+    from ..replay import load_recordings
+    from ..replay_recorded import as_recorded
     from .demo import temporary_database
     from .replay_output import print_as_recorded, progress
 

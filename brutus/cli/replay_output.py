@@ -6,11 +6,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..replay import AsRecordedReport, ReplayPoint, ReplayReport
+from ..replay import ReplayPoint, ReplayReport
+from ..replay_recorded import AsRecordedReport
 from .chart import ascii_chart, legend
 from .tables import Column, console, is_plain, print_table
 
-__all__ = ["print_as_recorded", "print_comparison", "print_report", "print_written", "progress", "pruned_line", "usable_line"]
+__all__ = [
+    "print_as_recorded", "print_comparison", "print_report", "print_written", "progress", "pruned_line", "usable_line"
+]
 
 CHART_WIDTH = 100  # columns of steps at most (and in a pipe, where no terminal limits it)
 
