@@ -365,7 +365,6 @@ class _Run:
             self.blocked_turn = self.turns
         return after, _action([*done, "compact"])
 
-
     def price_summary(self, view: list[MessageWithParts], summary: MessageWithParts, entry: MessageWithParts) -> None:
         """The compaction's summary call, right after ``entry``: its own cost, else simulated (replay_cost.py)."""
         if summary.info.cost:

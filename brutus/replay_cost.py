@@ -171,9 +171,8 @@ class CostMeter:
         else:
             read = 0
         self._caches[name] = _Cache(keys, ends, usage.fixed, cacheable, at)
-        write_price = price.cache_write_1h if self.ttl == "1h" else price.cache_write
         return self.tally.add(
-            name, write_price, input=uncached, cache_read=read, cache_write=cacheable - read, output=usage.output
+            name, self._write_price(price), input=uncached, cache_read=read, cache_write=cacheable - read, output=usage.output
         )
 
     def summary(
@@ -188,8 +187,11 @@ class CostMeter:
         warm = not server and cache is not None and at - cache.at <= CACHE_TTL_MS[self.ttl] + TTL_GRACE_MS
         read = min(cache.shared([_key(m) for m in view], 0.0), total) if warm and cache is not None else 0
         uncached = total if server else 0
-        return self.tally.add(name, price.cache_write, input=uncached, cache_read=read,
+        return self.tally.add(name, self._write_price(price), input=uncached, cache_read=read,
                               cache_write=total - uncached - read, output=output)
+
+    def _write_price(self, price: Price) -> float:
+        return price.cache_write_1h if self.ttl == "1h" else price.cache_write
 
     def add(self, cost: float) -> None:
         """A cost beside the requests (a compaction's summary call that priced itself)."""
