@@ -84,12 +84,12 @@ def bash(n: int) -> dict[str, Any]:
     return {"id": f"toolu_{n}", "name": "Bash", "input": {"command": f"make step{n}"}}
 
 
-def replayed(path: Path, tmp_path: Path) -> Any:
-    with SessionStore.open(str(tmp_path / "r.db")) as store:
+def replayed(path: Path, url: str) -> Any:
+    with SessionStore.open(url) as store:
         return as_recorded(store, load_recordings(path), source=str(path), summarizer=ExtractiveSummarizer())
 
 
-def test_a_sub_agent_is_replayed_through_the_same_meter(tmp_path: Path) -> None:
+def test_a_sub_agent_is_replayed_through_the_same_meter(tmp_path: Path, store_url: str) -> None:
     """The main session on Opus calls a Task; its sub-agent (sidechain lines) runs two requests on Sonnet."""
     t = Transcript()
     t.user(0, "check the paper")
@@ -101,7 +101,7 @@ def test_a_sub_agent_is_replayed_through_the_same_meter(tmp_path: Path) -> None:
     t.answer(12, SONNET_ID, (5, 500, 3_000, 30), side=True)
     t.result(20, "toolu_task", "the notation is in section 2")
     t.answer(25, OPUS_ID, (2, 600, 12_000, 80))
-    report = replayed(t.write(tmp_path / "sub.jsonl"), tmp_path)
+    report = replayed(t.write(tmp_path / "sub.jsonl"), store_url)
 
     main = bill(OPUS, input=3, write=2_000, read=10_000, output=50) + bill(OPUS, input=2, write=600, read=12_000, output=80)
     sub = bill(SONNET, input=4, write=3_000, output=20) + bill(SONNET, input=5, write=500, read=3_000, output=30)
@@ -111,7 +111,7 @@ def test_a_sub_agent_is_replayed_through_the_same_meter(tmp_path: Path) -> None:
     assert report.cost_usd == near(main + sub)
     assert report.tokens == {"input": 14, "cache_read": 25_000, "cache_write": 6_100, "output": 180}
     assert report.billed is not None and report.billed.cost_usd == near(main + sub) and report.ratio == 1.0
-    with SessionStore.open(str(tmp_path / "r.db"), read_only=True) as store:  # the sub-agent under the main session
+    with SessionStore.open(store_url, read_only=True) as store:  # the sub-agent under the main session
         assert store.get_session(report.replays[1].session_id).parent_id == report.replays[0].session_id
 
 
@@ -123,7 +123,7 @@ def test_a_model_switch_starts_cold_and_the_first_model_keeps_its_cache(tmp_path
     t.answer(14, SONNET_ID, (3, 15_100, 0, 10), call=bash(2))  # Opus's 15,000 cached are not Sonnet's
     t.result(20, "toolu_2", "ok")
     t.answer(24, OPUS_ID, (3, 700, 15_000, 10))  # back on Opus within its TTL: Opus's cache reads
-    report = replayed(t.write(tmp_path / "switch.jsonl"), tmp_path)
+    report = replayed(t.write(tmp_path / "switch.jsonl"), f"sqlite:///{tmp_path / 'r.db'}")
 
     first = bill(OPUS, input=3, write=5_000, read=10_000, output=10)
     switch = bill(SONNET, input=3, write=15_100, output=10)  # the recording's first Sonnet request read nothing
@@ -146,7 +146,7 @@ def test_the_ttl_counts_from_send_to_send_with_the_apis_grace(tmp_path: Path) ->
     t.answer(316, SONNET_ID, (2, 500, 12_000, 40), call=bash(2))
     t.result(637, "toolu_2", "done")
     t.answer(640, SONNET_ID, (2, 12_900, 0, 40))
-    report = replayed(t.write(tmp_path / "ttl.jsonl"), tmp_path)
+    report = replayed(t.write(tmp_path / "ttl.jsonl"), f"sqlite:///{tmp_path / 'r.db'}")
 
     expected = (bill(SONNET, input=2, write=12_000, output=40) + bill(SONNET, input=2, write=500, read=12_000, output=40)
                 + bill(SONNET, input=2, write=12_900, output=40))
@@ -164,7 +164,7 @@ def test_a_first_request_reads_what_the_recording_shows_and_writes_only_what_is_
     t.answer(12, SONNET_ID, (6, 800, 11_991, 30), call=bash(2))
     t.result(20, "toolu_2", "built")
     t.answer(22, SONNET_ID, (3, 400, 12_791, 25))
-    report = replayed(t.write(tmp_path / "first.jsonl"), tmp_path)
+    report = replayed(t.write(tmp_path / "first.jsonl"), f"sqlite:///{tmp_path / 'r.db'}")
 
     assert report.tokens == {"input": 13, "cache_read": 10_491 + 11_991 + 12_791, "cache_write": 1_500 + 800 + 400,
                              "output": 85}
