@@ -27,7 +27,8 @@ Rules (issues 21 and 36, DESIGN §3 "Cost"):
   replay gives ``PROMPT_MISS`` to a Claude Code recording) charges that expected share of the messages'
   prefix as a write instead of a read.
 - ``billed``: the recording's own bill, each recorded response's usage at the same prices (one request per
-  response: a Claude Code response streamed over several lines is one message).
+  response: a Claude Code response streamed over several lines is one message), its cache writes at the
+  5-minute price (a stored message keeps no TTL split of its writes).
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ def replay(file: Path, context_limit: int | None, model: str | None, policy: str
     would: message by message, tools pending → running → done, under the model's context limit, pruning and
     compacting by the context policy a live Conversation runs. Prints the prunes, the compactions and the
     context curve, and the session written for each policy: into a new temporary SQLite database (it says
-    where) unless --db names one."""
+    where) unless --db names one. --compare adds other thresholds, the 1-hour cache and server-side
+    compaction beside the recording as it ran; --as-recorded prices the recording as it ran beside its bill."""
     from ..live import ContextPolicy
     from ..models import ModelLimits
     from ..replay import WHAT_IFS, ReplayReport, comparison, load_recording, replay as run_replay, replay_limits
