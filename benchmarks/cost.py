@@ -1,13 +1,19 @@
-"""What each context policy costs on the real sessions of the corpus (DESIGN §5 "cost", issue 21).
+"""What the real sessions of the corpus cost: as recorded against their bill, and under each context policy
+(DESIGN §5 "cost", issues 21 and 36).
 
-For every corpus session, at context limits that force at least one compaction (50%, 70% and 90% of the
-recording's own peak, at least 24,000 tokens), replays the session under each of the four ``ContextPolicy``
-prune modes with the offline extractive summarizer and prices every simulated request with prompt caching
-(``brutus.replay_cost``). Prints one table (a row per session and limit, with the tokens each policy's prunes
-marked) and a summary of the goal (DESIGN §5 "cost"); with ``--results``, adds both, newest first, to
-``benchmarks/RESULTS.md``.
+First, every Claude Code transcript with usage replayed as it ran (``brutus replay --as-recorded``: sub-agents
+included, each request at its recorded model) beside what its recorded usage was billed, and the ratio; the
+goal is within 10% each. Then, for every corpus session, at context limits that force at least one compaction
+(50%, 70% and 90% of the recording's own peak, at least 24,000 tokens), replays the session under each of the
+four ``ContextPolicy`` prune modes with the offline extractive summarizer and prices every simulated request
+with prompt caching (``brutus.replay_cost``). Prints the tables (the policies' with a row per session and
+limit, and the tokens each policy's prunes marked) and a summary of each goal (DESIGN §5 "cost"); with
+``--results``, adds them, newest first, to ``benchmarks/RESULTS.md``. ``--what-ifs`` prints the other settings
+of ``replay --compare`` (``brutus.replay.WHAT_IFS``) on a few sessions instead.
 
     python benchmarks/cost.py                    # the whole corpus: about a minute on two cores
+    python benchmarks/cost.py --bills            # only the as-recorded table: about ten seconds
+    python benchmarks/cost.py --what-ifs         # only the what-ifs of replay --compare on a few sessions
     python benchmarks/cost.py --only kind-meadow --fraction 0.6 --results
 """
 
@@ -22,16 +28,80 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from corpus_helpers import all_files  # noqa: E402
+from corpus_helpers import all_files, claude_code_files  # noqa: E402
 
 from brutus import ContextPolicy, InvalidInput, SessionStore  # noqa: E402
-from brutus.replay import comparison, load_recording, replay, replay_limits  # noqa: E402
+from brutus.models import ModelLimits  # noqa: E402
+from brutus.replay import (  # noqa: E402
+    WHAT_IFS, comparison, load_recording, load_recordings, replay, replay_limits,
+)
+from brutus.replay_recorded import as_recorded  # noqa: E402
 from brutus.replay_meter import RecordedCalls  # noqa: E402
 from brutus.summarizers import ExtractiveSummarizer  # noqa: E402
 
 POLICIES = ("on-compaction", "after-turn", "off", "cold-cache")
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 FRACTIONS = (0.5, 0.7, 0.9)  # the limits, as shares of the recording's own peak (--fraction)
+
+
+def bill_row(path: Path, store: SessionStore) -> dict | None:
+    """One transcript as recorded: its replayed bill beside its billed one (None: no conversation or no usage)."""
+    try:
+        report = as_recorded(store, load_recordings(path), summarizer=ExtractiveSummarizer())
+    except InvalidInput:
+        return None
+    if report.billed is None:
+        return None
+    return {"session": path.name[:8], "report": report}
+
+
+def render_bills(rows: list[dict]) -> str:
+    lines = [
+        "| transcript | sessions | requests | billed $ | replayed $ | ratio | cache writes replayed / billed |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        r = row["report"]
+        writes = r.tokens["cache_write"] / r.billed.tokens["cache_write"] if r.billed.tokens["cache_write"] else 1.0
+        lines.append(
+            f"| {row['session']} | {r.sessions} | {r.requests:,} | {r.billed.cost_usd:.3f} | {r.cost_usd:.3f} "
+            f"| {r.ratio:.3f} | {writes:.2f} |"
+        )
+    billed = sum(row["report"].billed.cost_usd for row in rows)
+    replayed = sum(row["report"].cost_usd for row in rows)
+    lines.append(f"| all | | | {billed:.3f} | {replayed:.3f} | {replayed / billed:.3f} | |")
+    return "\n".join(lines)
+
+
+def bills_verdict(rows: list[dict]) -> str:
+    within = [row for row in rows if abs(row["report"].ratio - 1) <= 0.10]
+    out = ", ".join(f"{row['session']} ({row['report'].ratio:.3f})" for row in rows if row not in within) or "none"
+    return f"{len(within)} of {len(rows)} transcripts replayed within 10% of their bill; outside: {out}."
+
+
+FEATURED = (("d7d349f9", 70_000), ("0a725fb5", 108_000), ("f67ab274", 109_000), ("da4409c0", 108_000))
+
+
+def what_ifs(fragment: str, limit: int, store: SessionStore) -> str:
+    """One session's row of the what-ifs: the main session as recorded, then each of ``WHAT_IFS`` under ``limit``
+    with the default policy: cost (compactions)."""
+    path = next(p for p in claude_code_files() if p.name.startswith(fragment))
+    history = load_recording(path).history
+    model, limits = replay_limits(history, context_limit=limit)
+
+    def run(limits: ModelLimits, fields: dict, server: bool) -> str:
+        r = replay(store, history, limits=limits, model=model, summarizer=ExtractiveSummarizer(),
+                   policy=ContextPolicy(**fields), server_compaction=server)
+        return f"{r.cost_usd:.3f} ({len(r.compactions)})"
+
+    cells = [run(limits, fields, server) for _, fields, server in WHAT_IFS]
+    return f"| {fragment} | {limit:,} | {run(ModelLimits(context=0), {}, False)} | " + " | ".join(cells) + " |"
+
+
+def render_what_ifs(store: SessionStore) -> str:
+    head = "| main session | limit | as recorded | " + " | ".join(label for label, _, _ in WHAT_IFS) + " |"
+    rows = [what_ifs(fragment, limit, store) for fragment, limit in FEATURED]
+    return "\n".join([head, "|---|---:|" + "---:|" * (len(WHAT_IFS) + 1), *rows])
 
 
 def recorded_peak(history: list) -> int:
@@ -112,12 +182,22 @@ def main() -> None:
     parser.add_argument(
         "--fraction", type=float, action="append", help="a limit as a share of each recording's peak (repeatable)"
     )
+    parser.add_argument("--bills", action="store_true", help="only the as-recorded table")
+    parser.add_argument("--what-ifs", action="store_true", help="only the what-ifs on a few sessions")
     args = parser.parse_args()
     fractions = args.fraction or FRACTIONS
     files = [p for p in all_files() if not args.only or args.only in p.name]
     rows: list[dict] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, SessionStore.open(str(Path(tmp) / "cost.db")) as store:
+        if args.what_ifs:
+            print(f"US dollars (compactions), the default policy, summaries extractive\n\n{render_what_ifs(store)}")
+            return
+        recorded = [row for p in claude_code_files() if p in files if (row := bill_row(p, store)) is not None]
+        bills = f"{render_bills(recorded)}\n\n{bills_verdict(recorded)}" if recorded else ""
+        print(f"{bills}\n", flush=True)
+        if args.bills:
+            files = []
         for path in files:
             for fraction in fractions:
                 row = compare(path, store, fraction)
@@ -125,10 +205,13 @@ def main() -> None:
                 if row is not None and (row["session"], row["limit"]) not in seen:
                     rows.append(row)
                     print(render([row]).splitlines()[-1], flush=True)
-    table, summary = render(rows), verdict(rows)
-    print(f"\n{table}\n\n{summary}\n{len(rows)} runs in {time.perf_counter() - started:.0f} s")
+    policies = f"{render(rows)}\n\n{verdict(rows)}" if rows else ""
+    if policies:
+        print(f"\n{policies}")
+    print(f"{len(recorded)} transcripts as recorded, {len(rows)} policy runs in {time.perf_counter() - started:.0f} s")
     if args.results:  # newest first: after the file's introduction, before the first entry
-        entry = f"## {dt.date.today()}: cost per context policy (`benchmarks/cost.py`)\n\n{table}\n\n{summary}\n\n"
+        body = "\n\n".join(part for part in (bills, policies) if part)
+        entry = f"## {dt.date.today()}: cost as recorded and per context policy (`benchmarks/cost.py`)\n\n{body}\n\n"
         text = RESULTS.read_text()
         at = text.find("\n## ") + 1 if "\n## " in text else len(text)
         RESULTS.write_text(text[:at] + entry + text[at:])

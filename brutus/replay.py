@@ -19,6 +19,10 @@ Rules:
 - What it simulates: ``replay_limits``, the session's model's limits, or ``context_limit`` tokens with the
   output reserve cut to a quarter of them; ``replay_config``, prune's thresholds scaled to the room the
   messages have (the policy's switch and tail then apply to it).
+- Every recorded call is a request the cost meter prices (``brutus.replay_cost``), sent when the recording
+  sent it, at the model that answered it; a compaction's summary call is one more (``server_compaction``:
+  priced as server-side compaction). ``comparison`` tables the four prune modes and ``WHAT_IFS`` beside
+  the recording as it ran (``brutus.replay_recorded``, ``replay --as-recorded``).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from .models import (
 from .estimates import estimate_message_tokens
 from .limits import DEFAULT_MODEL_LIMITS, model_limits, output_ceiling, usable_tokens
 from .policy import ContextPolicy, Plan, over_threshold, plan_request, threshold
-from .replay_cost import CostMeter
+from .replay_cost import PROMPT_MISS, CostMeter
 from .replay_meter import RecordedCalls, Usage, measure_view
 from .store import SessionStore
 
@@ -56,8 +60,10 @@ __all__ = [
     "ReplayPrune",
     "ReplayReport",
     "ReplayStall",
+    "WHAT_IFS",
     "comparison",
     "load_recording",
+    "load_recordings",
     "replay",
     "replay_config",
     "replay_file",
@@ -128,6 +134,9 @@ class ReplayReport(_Model):
     usable_tokens: int  # is_overflow's threshold: above it, the next call would not fit
     compact_at: int  # the policy's threshold (its compact_at share of the usable tokens)
     policy: str = "on-compaction"  # the ContextPolicy's prune mode
+    compact_at_share: float = 0.8  # the ContextPolicy's compact_at
+    cache_ttl: str = "5m"  # the ContextPolicy's cache TTL, which the cost meter prices the writes at
+    server_compaction: bool = False  # compactions' summary calls priced as server-side compaction
     prune_protect: int
     prune_minimum: int
     summarizer: str
@@ -146,7 +155,10 @@ class ReplayReport(_Model):
     pruned_tokens: int = 0  # every tool output token the replay pruned: its prunes and those inside compactions
     cost_usd: float = 0.0  # what the simulated requests would have cost with prompt caching (replay_cost.py)
     cache_read_share: float = 0.0  # of their input tokens, the share read from the cache
-    priced_as: str | None = None  # the model whose prices apply
+    priced_as: str | None = None  # the models whose prices apply, in order of first use
+    requests: int = 0  # the simulated requests: the recorded calls, and the summary calls of its compactions
+    tokens: dict[str, int] = Field(default_factory=dict)  # of the requests, by kind (replay_cost.KINDS)
+    cost_by_kind: dict[str, float] = Field(default_factory=dict)
 
 
 # -- limits -------------------------------------------------------------------------------------------------
@@ -262,6 +274,7 @@ class _Run:
     meter: CostMeter
     usage: dict[str, Usage] = field(default_factory=dict)  # replayed message id -> its recorded call
     ids: dict[str, str] = field(default_factory=dict)  # recorded message id -> replayed message id
+    server_compaction: bool = False  # price compactions as server-side ones
     turns: int = 0
     blocked_turn: int = -1  # no compaction until a user turn after this one
     view: list[MessageWithParts] = field(default_factory=list)  # as the last measure() loaded it
@@ -274,7 +287,8 @@ class _Run:
     def step(self, index: int, entry: MessageWithParts) -> ReplayPoint:
         call = self.recorded.observe(index)
         if call is not None:  # the request this call answered: the view as it is now
-            self.meter.request(self.view, call, entry.info.time.created, estimate_message_tokens)
+            sent, prompted = self.recorded.sent_at(index), index > 0 and _typed(self.recorded.history[index - 1])
+            self.meter.request(self.view, call, sent, estimate_message_tokens, entry.info.model_id, prompted)
         message = write_message(self.store, self.session_id, entry, self.ids)
         if call is not None:
             self.usage[message.id] = call
@@ -291,7 +305,7 @@ class _Run:
                 turn_ended=entry.info.finish in ENDED,
             )
             if plan.prune or plan.compact:
-                after, action = self.relieve(index + 1, tokens, plan)
+                after, action = self.relieve(index + 1, tokens, plan, entry)
             if action:
                 count = self.measure()[1]
         return ReplayPoint(
@@ -306,9 +320,9 @@ class _Run:
             cost=round(self.meter.cost, 6),
         )
 
-    def relieve(self, step: int, tokens: int, plan: Plan) -> tuple[int, Action | None]:
-        """Run the policy's plan (prune, compact, or prune then compact when still over); the view after, and
-        what was done."""
+    def relieve(self, step: int, tokens: int, plan: Plan, entry: MessageWithParts) -> tuple[int, Action | None]:
+        """Run the policy's plan (prune, compact, or prune then compact when still over) after ``entry``; the
+        view after, and what was done."""
         done: list[str] = []
         config = self.policy.compaction_config(self.config or replay_config(self.limits, self.recorded.fixed or 0))
         pruned = self.store.prune(self.session_id, config) if plan.prune else None
@@ -322,6 +336,7 @@ class _Run:
             done.append("prune")
         if plan.compact is None or (plan.compact_if_still_over and not over_threshold(tokens, self.limits, self.policy)):
             return tokens, _action(done)
+        summarized = self.view
         try:
             result = self.store.compact(self.session_id, self.summarizer, trigger="auto", config=config)
         except CompactionStalled as exc:
@@ -329,7 +344,7 @@ class _Run:
             self.blocked_turn = self.turns
             return tokens, _action([*done, "stalled"])
         after = self.measure()[0]
-        self.meter.add(result.summary_message.info.cost)
+        self.price_summary(summarized, result.summary_message, entry)
         self.report.compactions.append(
             ReplayCompaction(
                 step=step,
@@ -350,6 +365,35 @@ class _Run:
             self.blocked_turn = self.turns
         return after, _action([*done, "compact"])
 
+    def price_summary(self, view: list[MessageWithParts], summary: MessageWithParts, entry: MessageWithParts) -> None:
+        """The compaction's summary call, right after ``entry``: its own cost, else simulated (replay_cost.py)."""
+        if summary.info.cost:
+            self.meter.add(summary.info.cost)
+            return
+        info = entry.info
+        self.meter.summary(
+            view,
+            self.recorded.last or Usage(fixed=0, ratio=1.0, output=0),
+            info.time.completed or info.time.created,
+            estimate_message_tokens,
+            estimate_message_tokens(summary),
+            model=info.model_id,
+            server=self.server_compaction,
+        )
+
+
+def _typed(message: MessageWithParts) -> bool:
+    """Whether ``message`` is a prompt someone typed (not a synthetic or compaction message)."""
+    info = message.info
+    return info.role == "user" and not info.synthetic and not any(isinstance(p, CompactionPart) for p in message.parts)
+
+
+def _prompt_miss(history: Sequence[MessageWithParts]) -> float:
+    """``PROMPT_MISS`` for a Claude Code recording (its messages carry ``claude_code`` metadata), else 0."""
+    from .importers.claude_code_builder import NAMESPACE
+
+    return PROMPT_MISS if NAMESPACE in (history[0].info.metadata or {}) else 0.0
+
 
 def _action(done: list[str]) -> Action | None:
     return "+".join(done) or None  # type: ignore[return-value]
@@ -368,10 +412,14 @@ def replay(
     source: str | None = None,
     on_step: OnStep | None = None,
     policy: ContextPolicy | None = None,
+    parent_id: str | None = None,
+    server_compaction: bool = False,
 ) -> ReplayReport:
-    """Replay ``history`` into a new session of ``store`` under ``limits`` (default: ``replay_limits``) with
-    ``summarizer`` (default: ``default_summarizer()``), prune ``config`` (default: ``replay_config``) and the
-    context ``policy`` (default: ``ContextPolicy()``); ``on_step(point, total)`` is called after every message."""
+    """Replay ``history`` into a new session of ``store`` (a child of ``parent_id`` when given) under ``limits``
+    (default: ``replay_limits``) with ``summarizer`` (default: ``default_summarizer()``), prune ``config``
+    (default: ``replay_config``) and the context ``policy`` (default: ``ContextPolicy()``);
+    ``on_step(point, total)`` is called after every message; ``server_compaction`` prices each compaction's summary
+    call as server-side compaction does (``brutus.replay_cost``)."""
     from .summarizers import default_summarizer
 
     if not history:
@@ -381,7 +429,9 @@ def replay(
         model, limits = replay_limits(history, model=model)
     summarizer = summarizer or default_summarizer()
     policy = policy or ContextPolicy()
-    session = store.create_session(title=f"replay: {title}" if title else "replay", directory=directory)
+    session = store.create_session(
+        title=f"replay: {title}" if title else "replay", directory=directory, parent_id=parent_id
+    )
     report = ReplayReport(
         session_id=session.id,
         source=source,
@@ -391,6 +441,9 @@ def replay(
         usable_tokens=usable_tokens(limits),
         compact_at=threshold(limits, policy),
         policy=policy.prune,
+        compact_at_share=policy.compact_at,
+        cache_ttl=policy.cache_ttl,
+        server_compaction=server_compaction,
         prune_protect=0,
         prune_minimum=0,
         summarizer=getattr(summarizer, "model", None) or type(summarizer).__name__,
@@ -399,8 +452,9 @@ def replay(
         fixed_tokens=0,
         token_ratio=1.0,
     )
-    meter = CostMeter(model, ttl=policy.cache_ttl)
-    run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history), policy, meter)
+    meter = CostMeter(model, ttl=policy.cache_ttl, prompt_miss=_prompt_miss(history))
+    run = _Run(store, session.id, limits, config, summarizer, report, RecordedCalls(history), policy, meter,
+               server_compaction=server_compaction)
     for index, entry in enumerate(history):
         point = run.step(index, entry)
         report.curve.append(point)
@@ -422,29 +476,58 @@ def replay(
             cost_usd=round(run.meter.cost, 6),
             cache_read_share=round(run.meter.read_share, 4),
             priced_as=run.meter.priced_as,
+            requests=run.meter.tally.requests,
+            tokens=dict(run.meter.tally.tokens),
+            cost_by_kind={kind: round(cost, 6) for kind, cost in run.meter.tally.costs.items()},
         )
     )
 
 
-def comparison(reports: Sequence[ReplayReport]) -> dict[str, Any]:
-    """``replay --compare --json``: the same recording under each policy (DESIGN §3 "Cost")."""
+# the what-ifs of ``replay --compare`` beside the policies: (label, ContextPolicy fields, server-side compaction)
+WHAT_IFS: tuple[tuple[str, dict[str, Any], bool], ...] = (
+    ("compact at 0.6", {"compact_at": 0.6}, False),
+    ("compact at 0.7", {"compact_at": 0.7}, False),
+    ("compact at 0.8", {}, False),  # the default policy: its row of the policies
+    ("compact at 0.9", {"compact_at": 0.9}, False),
+    ("cache TTL 1h", {"cache_ttl": "1h"}, False),
+    ("server compaction", {}, True),
+)
+
+
+def _row(report: ReplayReport) -> dict[str, Any]:
     return {
+        "cost_usd": report.cost_usd,
+        "cache_read_share": report.cache_read_share,
+        "peak_tokens": report.max_view_tokens,
+        "compactions": len(report.compactions),
+        "stalls": len(report.stalls),
+        "pruned_tokens": report.pruned_tokens,
+        "session_id": report.session_id,
+    }
+
+
+def comparison(
+    reports: Sequence[ReplayReport],
+    what_ifs: Sequence[tuple[str, ReplayReport]] = (),
+    recorded: ReplayReport | None = None,
+    billed_usd: float | None = None,
+) -> dict[str, Any]:
+    """``replay --compare --json``: the same recording under each policy (DESIGN §3 "Cost"); with ``what_ifs``
+    (label, report) the other settings, and beside them the ``recorded`` run (no limit) and its bill."""
+    table: dict[str, Any] = {
         "limit": reports[0].limits.context,
         "default": ContextPolicy().prune,
-        "policies": [
-            {
-                "policy": r.policy,
-                "cost_usd": r.cost_usd,
-                "cache_read_share": r.cache_read_share,
-                "peak_tokens": r.max_view_tokens,
-                "compactions": len(r.compactions),
-                "stalls": len(r.stalls),
-                "pruned_tokens": r.pruned_tokens,
-                "session_id": r.session_id,
-            }
-            for r in reports
-        ],
+        "policies": [{"policy": r.policy, **_row(r)} for r in reports],
     }
+    if what_ifs:
+        table["what_ifs"] = [{"setting": label, **_row(r)} for label, r in what_ifs]
+    if recorded is not None:
+        table["as_recorded"] = {
+            **_row(recorded),
+            "billed_usd": billed_usd,
+            "ratio": round(recorded.cost_usd / billed_usd, 4) if billed_usd else None,
+        }
+    return table
 
 
 # -- from a file --------------------------------------------------------------------------------------------
@@ -453,12 +536,18 @@ def comparison(reports: Sequence[ReplayReport]) -> dict[str, Any]:
 def load_recording(path: str | Path) -> Any:
     """The main session of a recorded file in any format ``brutus import`` reads (an ``ImportedSession``:
     title, directory, history), without writing anything. ``ImportFormatError`` for a file it cannot read."""
+    return load_recordings(path)[0]
+
+
+def load_recordings(path: str | Path) -> list[Any]:
+    """Every session of a recorded file with a conversation, the main one first, then its sub-agents'
+    (``ImportedSession``s, nothing written); ``InvalidInput`` when the main one has none."""
     from .importers import plan_document, read_document
 
     sessions = plan_document(read_document(path))
     if not sessions or not sessions[0].history:
         raise InvalidInput(f"{path}: no conversation to replay in this file")
-    return sessions[0]
+    return [s for s in sessions if s.history]
 
 
 def replay_file(

@@ -9,7 +9,11 @@ smaller one, so each call is re-based:
   JSON): (usage − output − fixed) / estimate of the messages. Above ``MAX_RATIO`` it is content the
   estimate does not see (files a client re-attached, say): the excess is kept whole, as fixed for that call.
 - a replayed call's input is ``fixed + ratio × estimate of the replayed messages before it``; on the
-  recording itself this gives back exactly the recorded usage.
+  recording itself this gives back exactly the recorded usage. Two recorded figures ride along for the cost
+  meter (``brutus.replay_cost``): ``uncached``, the input after the request's last cache breakpoint, and
+  ``read``, what its first request read from a cache other sessions had warmed.
+- A call was sent (``RecordedCalls.sent_at``) at the last recorded moment before its message: the latest
+  creation, completion or tool end since the previous call, no later than the message's own creation.
 
 ``measure_view`` is then ``context_size`` of the view with its last call's usage re-based. The recording holds
 the prune marks its session *ended* with: a mark counts for the calls made after it, not before
@@ -40,6 +44,8 @@ class Usage:
     fixed: int
     ratio: float
     output: int
+    uncached: int = 0
+    read: int = 0
 
     def input_for(self, estimated: int) -> int:
         return self.fixed + round(self.ratio * estimated)
@@ -137,8 +143,22 @@ class RecordedCalls:
         self.fixed = max(0, min(counted - before, self.fixed if self.fixed is not None else counted))
         fixed = max(self.fixed, counted - round(MAX_RATIO * before))
         ratio = max(MIN_RATIO, (counted - fixed) / before) if before else 1.0
-        self.last = self.usage[info.id] = Usage(fixed=fixed, ratio=ratio, output=info.tokens.output)
+        self.last = self.usage[info.id] = Usage(
+            fixed=fixed, ratio=ratio, output=info.tokens.output, uncached=info.tokens.input, read=info.tokens.cache.read
+        )
         return self.last
+
+    def sent_at(self, index: int) -> int:
+        """When message ``index``'s request was sent (see the module docstring), in epoch ms."""
+        created = self.history[index].info.time.created
+        latest = 0
+        for message in reversed(self.history[:index]):
+            info = message.info
+            ends = [p.state.time.end or 0 for p in message.parts if isinstance(p, ToolPart)]
+            latest = max(latest, info.time.created, info.time.completed or 0, *ends)
+            if info.role == "assistant":
+                break
+        return min(created, latest) if latest else created
 
     def tokens_at(self, index: int) -> int:
         """The recorded session's context after message ``index`` (what it had without any limit)."""

@@ -61,7 +61,7 @@ def test_recorded_calls_are_rebased_on_the_replayed_view() -> None:
         assert recorded.tokens_at(index) == context_size(filter_compacted(history[: index + 1]))  # = recorded usage
     first, second = calls[1], calls[3]
     assert calls[0] is None and calls[2] is None
-    assert first == Usage(fixed=5000, ratio=1.0, output=50)
+    assert first == Usage(fixed=5000, ratio=1.0, output=50, uncached=5104)  # all its input uncached, as recorded
     assert second is not None and second.fixed == 5000 and second.ratio == pytest.approx(600 / 262)
     # a replayed view that lost the first turn: fixed + ratio x what is left before the call, + its output
     usage = {"msg_3": second}

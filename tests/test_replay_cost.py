@@ -63,3 +63,44 @@ def test_compare_runs_every_policy(tmp_path) -> None:
         assert set(row) == {"policy", "cost_usd", "cache_read_share", "peak_tokens", "compactions", "stalls", "pruned_tokens",
                             "session_id"}
         assert row["cost_usd"] > 0 and 0 < row["cache_read_share"] < 1 and row["peak_tokens"] < 36_000
+
+
+def test_a_compaction_is_one_more_request_read_from_the_cache_unless_server_side() -> None:
+    usage = Usage(fixed=10_000, ratio=1.0, output=500)
+    view = [message(i) for i in range(3)]
+    client = CostMeter("claude-sonnet-4-5")
+    client.request(view, usage, at=0, estimate=size)  # 13,000 written
+    cost = client.summary([*view, message(3)], usage, at=30_000, estimate=size, output=2_000)
+    assert cost == pytest.approx((13_000 * SONNET[3] + 1_000 * SONNET[2] + 2_000 * SONNET[1]) / 1e6)
+    assert client.tally.requests == 2
+    after = client.request(view, usage, at=60_000, estimate=size)  # the summary call left the cache as it was
+    assert after == pytest.approx((13_000 * SONNET[3] + 500 * SONNET[1]) / 1e6)
+    server = CostMeter("claude-sonnet-4-5")
+    server.request(view, usage, at=0, estimate=size)
+    cost = server.summary([*view, message(3)], usage, at=30_000, estimate=size, output=2_000, server=True)
+    assert cost == pytest.approx((14_000 * SONNET[0] + 2_000 * SONNET[1]) / 1e6)  # no breakpoint: all input
+
+
+def test_compare_prices_the_what_ifs_beside_the_recording(tmp_path) -> None:
+    from brutus.replay import load_recording
+    from brutus.replay_recorded import recorded_bill
+
+    path = corpus_file("d7d349f9")
+    done = run("replay", path, "--context-limit", "70000", "--compare", "--json", "--db", tmp_path / "w.db")
+    assert done.returncode == 0, done.stderr
+    table = json.loads(done.stdout)
+    keys = {"cost_usd", "cache_read_share", "peak_tokens", "compactions", "stalls", "pruned_tokens", "session_id"}
+    by = {row["setting"]: row for row in table["what_ifs"]}
+    assert list(by) == ["compact at 0.6", "compact at 0.7", "compact at 0.8", "compact at 0.9", "cache TTL 1h",
+                        "server compaction"]
+    assert all(set(row) == {"setting", *keys} for row in table["what_ifs"])
+    assert by["compact at 0.8"] == {"setting": "compact at 0.8", **{k: table["policies"][0][k] for k in keys}}
+    assert [by[f"compact at 0.{n}"]["compactions"] for n in (6, 7, 8, 9)] == [5, 4, 3, 2]  # a lower threshold: more
+    assert by["cache TTL 1h"]["compactions"] == by["server compaction"]["compactions"] == 3
+    assert by["cache TTL 1h"]["cost_usd"] > by["compact at 0.8"]["cost_usd"]  # every write at 2x, for nothing here
+    assert by["server compaction"]["cache_read_share"] < by["compact at 0.8"]["cache_read_share"]
+    bill = recorded_bill(load_recording(path).history)
+    recorded = table["as_recorded"]
+    assert set(recorded) == {*keys, "billed_usd", "ratio"} and recorded["compactions"] == 0
+    assert bill is not None and recorded["billed_usd"] == bill.cost_usd
+    assert recorded["ratio"] == round(recorded["cost_usd"] / bill.cost_usd, 4)

@@ -17,7 +17,10 @@ from cli_helpers import run
 from corpus_helpers import corpus_file
 
 POLICIES = ["on-compaction", "after-turn", "off", "cold-cache"]
-WRITTEN = re.compile(r"^  (on-compaction|after-turn|off|cold-cache) +(ses_\S+)$", re.M)
+# --compare writes each policy's session, then each what-if's but the default's, then the recording as it ran
+COMPARED = [*POLICIES, "compact at 0.6", "compact at 0.7", "compact at 0.9", "cache TTL 1h", "server compaction",
+            "as recorded"]
+WRITTEN = re.compile(r"^  (\S.*?) +(ses_\S+)$", re.M)
 
 
 def _session_ids(url: str) -> list[str]:
@@ -43,13 +46,14 @@ def test_replay_leaves_the_default_database_alone(tmp_path: Path) -> None:
     (where,) = list(tmp_path.glob("brutus-replay-*/replay.db"))
     assert f"\nsessions written to {where}\n(a new temporary database; --db chooses one):\n" in done.stdout
     written = WRITTEN.findall(done.stdout)
-    assert [policy for policy, _ in written] == POLICIES
+    assert [label for label, _ in written] == COMPARED
     assert sorted(session for _, session in written) == _session_ids(str(where))
 
     scripted = json.loads(run("replay", corpus_file("nimble-pixel"), "--context-limit", "24000", "--compare",
                               "--json", env=env).stdout)
     assert _session_ids(str(own)) == [mine]
-    assert sorted(p["session_id"] for p in scripted["policies"]) == _session_ids(scripted["database"])
+    listed = {p["session_id"] for p in [*scripted["policies"], *scripted["what_ifs"], scripted["as_recorded"]]}
+    assert sorted(listed) == _session_ids(scripted["database"])
     assert Path(scripted["database"]).parent.name.startswith("brutus-replay-") and scripted["database"] != str(where)
 
 
@@ -57,7 +61,7 @@ def test_replay_with_db_writes_there_and_names_each_session(store_url: str) -> N
     done = run("--db", store_url, "replay", corpus_file("nimble-pixel"), "--context-limit", "24000", "--compare")
     assert done.returncode == 0, done.stderr
     written = WRITTEN.findall(done.stdout)
-    assert [policy for policy, _ in written] == POLICIES
+    assert [label for label, _ in written] == COMPARED
     assert sorted(session for _, session in written) == _session_ids(store_url)
     assert "temporary" not in done.stdout
 

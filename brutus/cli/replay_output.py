@@ -7,10 +7,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..replay import ReplayPoint, ReplayReport
+from ..replay_recorded import AsRecordedReport
 from .chart import ascii_chart, legend
 from .tables import Column, console, is_plain, print_table
 
-__all__ = ["print_comparison", "print_report", "print_written", "progress", "pruned_line", "usable_line"]
+__all__ = [
+    "print_as_recorded", "print_comparison", "print_report", "print_written", "progress", "pruned_line", "usable_line"
+]
 
 CHART_WIDTH = 100  # columns of steps at most (and in a pipe, where no terminal limits it)
 
@@ -58,6 +61,48 @@ def print_comparison(comparison: dict[str, Any]) -> None:
              f"{row['compactions']:,}", f"{row['stalls']:,}"] for row in comparison["policies"]]
     title = f"Policies under a {comparison['limit']:,}-token context (default: {comparison['default']})"
     print_table(console(), columns, rows, title=title)
+    if "what_ifs" not in comparison:
+        return
+    recorded = comparison["as_recorded"]
+    billed = f"; billed ${recorded['billed_usd']:.4f}" if recorded.get("billed_usd") is not None else ""
+    columns[0] = Column("setting", "whole")
+    rows = [[row["setting"], f"{row['cost_usd']:.4f}", f"{row['cache_read_share']:.1%}", f"{row['peak_tokens']:,}",
+             f"{row['compactions']:,}", f"{row['stalls']:,}"] for row in comparison["what_ifs"]]
+    rows.append(["as recorded", f"{recorded['cost_usd']:.4f}", f"{recorded['cache_read_share']:.1%}",
+                 f"{recorded['peak_tokens']:,}", f"{recorded['compactions']:,}", f"{recorded['stalls']:,}"])
+    print_table(console(), columns, rows,
+                title=f"What-ifs with the default policy; as recorded: its own compactions, no limit{billed}")
+
+
+KIND_NAMES = {"input": "input", "cache_read": "cache reads", "cache_write": "cache writes", "output": "output"}
+
+
+def print_as_recorded(report: AsRecordedReport, *, temporary: bool) -> None:
+    """``replay --as-recorded``: the replayed bill by kind of token beside the recorded one, then each session."""
+    from rich.markup import escape
+
+    out = console()
+    bill = report.billed
+    beside = f"; billed ${bill.cost_usd:,.4f} by its recorded usage: {report.ratio:.2f}×" if bill and report.ratio else ""
+    out.print(
+        f"[bold]replayed {escape(report.source or 'a recording')} as recorded[/bold]: "
+        f"{_count(report.sessions, 'session')}, {_count(report.requests, 'request')}, ${report.cost_usd:,.4f}{beside}"
+    )
+    columns = [Column("tokens", "whole"), *(Column(name, "number") for name in
+               ("replayed", "replayed (USD)", "billed", "billed (USD)"))]
+    rows = [[KIND_NAMES[kind], f"{report.tokens[kind]:,}", f"{report.cost_by_kind[kind]:.4f}",
+             f"{bill.tokens[kind]:,}" if bill else "-", f"{bill.cost_by_kind[kind]:.4f}" if bill else "-"]
+            for kind in KIND_NAMES]
+    rows.append(["all", f"{report.requests:,} requests", f"{report.cost_usd:.4f}",
+                 f"{bill.requests:,} requests" if bill else "-", f"{bill.cost_usd:.4f}" if bill else "-"])
+    print_table(out, columns, rows, title=f"Cost with prompt caching, {report.cache_read_share:.1%} of the input read")
+    note = "\n(a new temporary database; --db chooses one)" if temporary else ""
+    out.print(f"\nsessions written to {escape(report.database or '?')}{note}:")
+    for row in report.replays:
+        billed = f", billed ${row.billed_usd:,.4f}" if row.billed_usd is not None else ""
+        kind = "sub-agent" if row.sub_agent else "main"
+        out.print(f"  {kind:<9}  {row.session_id}  {_count(row.requests, 'request')}, ${row.cost_usd:,.4f}{billed}"
+                  + (f"  {escape(row.title)}" if row.title else ""))
 
 
 def pruned_line(report: ReplayReport) -> str:
@@ -77,15 +122,15 @@ def pruned_line(report: ReplayReport) -> str:
     return f"{report.pruned_tokens:,} tokens of tool output pruned ({where})"
 
 
-def print_written(where: str, reports: list[ReplayReport], *, temporary: bool) -> None:
-    """Where the replay wrote, and the session of each policy."""
+def print_written(where: str, sessions: list[tuple[str, str]], *, temporary: bool) -> None:
+    """Where the replay wrote, and each session it wrote: (what it replayed, its id)."""
     from rich.markup import escape
 
     out = console()
     note = "\n(a new temporary database; --db chooses one)" if temporary else ""
     out.print(f"\nsessions written to {escape(where)}{note}:")
-    for report in reports:
-        out.print(f"  {report.policy:<13}  {report.session_id}")
+    for label, session_id in sessions:
+        out.print(f"  {escape(label):<17}  {session_id}")
 
 
 def usable_line(report: ReplayReport) -> str:
