@@ -101,8 +101,10 @@ def print_as_recorded(report: AsRecordedReport, *, temporary: bool) -> None:
     for row in report.replays:
         billed = f", billed ${row.billed_usd:,.4f}" if row.billed_usd is not None else ""
         kind = "sub-agent" if row.sub_agent else "main"
-        out.print(f"  {kind:<9}  {row.session_id}  {_count(row.requests, 'request')}, ${row.cost_usd:,.4f}{billed}"
-                  + (f"  {escape(row.title)}" if row.title else ""))
+        out.print(f"  {kind:<9}  {row.session_id}  {_count(row.requests, 'request')}")
+        under = f"${row.cost_usd:,.4f}{billed}" + (f" · {' '.join(row.title.split())}" if row.title else "")
+        room = max(20, (out.width or 80) - 13)  # a line of its own under the id, the title cut to the width
+        out.print(f"{'':13}{escape(under if len(under) <= room else under[: room - 1] + '…')}", soft_wrap=True)
 
 
 def pruned_line(report: ReplayReport) -> str:
