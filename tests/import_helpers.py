@@ -27,6 +27,16 @@ def dumps(history: list[Any]) -> list[dict[str, Any]]:
     return [entry.model_dump(mode="json") for entry in history]
 
 
+def comparable(history: list[Any]) -> list[dict[str, Any]]:
+    """A dump without what the store assigns (seq, the parts' session and message ids)."""
+    dumped = dumps(history)
+    for entry in dumped:
+        entry["info"]["seq"] = 0
+        for part in entry["parts"]:
+            part.update(session_id=None, message_id=None)
+    return dumped
+
+
 def fresh_url(backend: str, tmp_path_factory: Any, pg_server: Any) -> str:
     """A new, migrated database on ``backend``."""
     if backend == "sqlite":

@@ -31,7 +31,7 @@ from brutus.models import Message, MessageTime, MessageWithParts, TextPart
 
 from cli_helpers import run
 from corpus_helpers import corpus_file
-from import_helpers import dumps, row_counts
+from import_helpers import comparable, row_counts
 
 SESSION = "ses_tiny0001"
 TINY = """tiny-transcript v1 ses_tiny0001
@@ -82,14 +82,6 @@ def tiny_text(store: SessionStore, session_id: str) -> str:
     lines += [f"{m.info.time.created} {m.info.role}: {m.parts[0].text}" for m in store.messages(session_id)]
     return "\n".join(lines) + "\n"
 
-
-def comparable(history: list[MessageWithParts]) -> list[dict]:
-    dumped = dumps(history)
-    for entry in dumped:
-        entry["info"]["seq"] = 0
-        for part in entry["parts"]:
-            part.update(session_id=None, message_id=None)
-    return dumped
 
 
 @pytest.fixture

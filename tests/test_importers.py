@@ -15,7 +15,7 @@ from brutus.importers import detect_format, import_file, import_files, plan_docu
 from brutus.models import MessageWithParts, ToolPart
 
 from corpus_helpers import all_files, claude_code_files, corpus_file, opencode_files, read_bytes, read_export, read_text
-from import_helpers import corpus_database, dumps, row_counts
+from import_helpers import comparable, corpus_database, row_counts
 
 NIMBLE = "ses_39b4c1891ffezxPVc5OPmcqF33"
 SAILOR = "ses_39b7f9e89ffe7J0WzLzYrUt4eW"
@@ -405,7 +405,7 @@ def test_a_gzip_file_imports_as_the_plain_file(store: SessionStore, tmp_path: Pa
         assert (document.data, document.warnings) == (expected.data, expected.warnings)
     assert import_file(store, compressed) == [s.id for s in planned]
     for session in planned:
-        assert _comparable(store.messages(session.id)) == _comparable(session.history)
+        assert comparable(store.messages(session.id)) == comparable(session.history)
     assert import_file(store, plain) == []  # the same sessions: already there
 
 
@@ -448,15 +448,6 @@ def test_a_gzip_file_holding_no_session_is_refused_like_a_plain_one(store: Sessi
 # -- the whole corpus, on both backends ---------------------------------------------------------------------
 
 
-def _comparable(history: list[MessageWithParts]) -> list[dict]:
-    """A dump without what the store assigns (seq, the parts' session and message ids)."""
-    dumped = dumps(history)
-    for entry in dumped:
-        entry["info"]["seq"] = 0
-        for part in entry["parts"]:
-            part.update(session_id=None, message_id=None)
-    return dumped
-
 
 @pytest.mark.slow
 def test_every_corpus_file_imports_as_planned(corpus) -> None:
@@ -471,7 +462,7 @@ def test_every_corpus_file_imports_as_planned(corpus) -> None:
             assert reports[path.name].created == [s.id for s in planned]
             for session in planned:
                 # the store kept exactly what the importer chose: ids, times, tokens, tool states, metadata
-                assert _comparable(store.messages(session.id)) == _comparable(session.history), path.name
+                assert comparable(store.messages(session.id)) == comparable(session.history), path.name
 
 
 @pytest.mark.slow
