@@ -350,3 +350,41 @@ def test_the_cli_forks_and_says_where_a_session_came_from(store_url: str) -> Non
     assert shown.splitlines()[0] == f"forked from {session.id} at {ids[1]}"
     markdown = run("show", fork_id, "--markdown", "--db", store_url).stdout
     assert f"- forked from: `{session.id}` at `{ids[1]}`" in markdown.splitlines()
+
+
+def test_a_fork_while_the_original_compacts_sees_a_completed_boundary_or_none(store_url: str) -> None:
+    """A fork taken while a compaction of the original is summarizing (its marker pending) has neither the
+    marker nor a boundary; one taken after it completed has both, and the same view as the original."""
+    import threading
+
+    from brutus.summarizers import ExtractiveSummarizer
+
+    summarizing, release = threading.Event(), threading.Event()
+
+    class Held(ExtractiveSummarizer):
+        def summarize(self, request: Any) -> Any:
+            summarizing.set()
+            assert release.wait(30), "the test never released the summarizer"
+            return super().summarize(request)
+
+    with SessionStore.open(store_url) as store:
+        session = store.create_session()
+        _turns(store, session.id, 10)
+        done: list[Any] = []
+        worker = threading.Thread(target=lambda: done.append(store.compact(session.id, Held())))
+        worker.start()
+        try:
+            assert summarizing.wait(30)
+            assert [c.status for c in store.compactions(session.id)] == ["pending"]
+            during = store.fork(session.id)
+        finally:
+            release.set()
+            worker.join(30)
+        assert done and [c.status for c in store.compactions(session.id)] == ["completed"]
+        assert store.compactions(during.id) == [] and store.filter_compacted(during.id)[0].info.seq == 1
+        after = store.fork(session.id)
+        assert [c.status for c in store.compactions(after.id)] == ["completed"]
+        assert canonical(store, store.filter_compacted(after.id), after.id) == canonical(
+            store, store.filter_compacted(session.id), session.id
+        )
+        assert integrity_problems(store) == []
