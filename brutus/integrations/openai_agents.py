@@ -184,8 +184,8 @@ class BrutusSession:
         key = await self._branch_key(branch_name, turn_number)
         origin, last_seq, before = point
         async with store.batch():
-            # the fork first: on PostgreSQL its snapshot (REPEATABLE READ) must be the transaction's first
-            # statement, and the rest reads the same snapshot
+            # the fork, then the transcript's lock and the branch point read again: a branch written to
+            # meanwhile is refused rather than copied half way
             if before is None:
                 session = await store.create_session(title=(await store.get_session(origin)).title)
             else:
