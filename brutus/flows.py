@@ -54,6 +54,7 @@ __all__ = [
     "Vacuum",
     "adrive_flow",
     "drive_flow",
+    "perform",
     "unbatched",
     "work",
 ]
@@ -151,11 +152,16 @@ def _advance(resume: Callable[[Any], Any], value: Any) -> tuple[bool, Any]:
         return True, stop.value
 
 
+def perform(work: Any) -> Flow[Any]:
+    """``work`` (an action or a flow) as a step of the flow that ``yield from``s it; its outcome."""
+    return (yield from work) if inspect.isgenerator(work) else (yield work)
+
+
 def unbatched(why: str, work: Any) -> Flow[Any]:
     """``work`` (an action or a flow), refused with ``InvalidInput(why)`` inside ``store.batch()``."""
     if (yield InBatch()):
         raise InvalidInput(why)
-    return (yield from work) if inspect.isgenerator(work) else (yield work)
+    return (yield from perform(work))
 
 
 def work(method: Callable[..., Any]) -> Callable[..., Any]:

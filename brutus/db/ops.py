@@ -373,11 +373,11 @@ def update_tool(
     part_id: Any,
     *,
     status: str,
-    output: str | None,
-    error: str | None,
-    title: str | None,
-    metadata: dict | None,
-    input: dict | None,
+    output: str | None = None,
+    error: str | None = None,
+    title: str | None = None,
+    metadata: dict | None = None,
+    input: dict | None = None,
     now: int,
 ) -> Op:
     part_id = check_id("part", part_id)

@@ -19,7 +19,7 @@ from ..db.fork_ops import fork_flow
 from ..db.history_ops import load_messages, prune_session
 from ..db.settle_ops import append_work
 from ..errors import CompactionStalled
-from ..flows import Tx
+from ..flows import Tx, perform
 from ..ids import new_id
 from ..models import Message, MessageWithParts
 from ..blocks import KEY
@@ -37,15 +37,13 @@ def _load(state: ConversationState) -> Tx:
 
 def _append(state: ConversationState, store: Any, items: list[dict[str, Any]]) -> Flow:
     """``append_messages`` of these items, one transaction."""
-    work = append_work(state.session_id, items, now=store.clock(), dialect=store.dialect)
-    return (yield from work) if isinstance(work, Generator) else (yield work)
+    return (yield from perform(append_work(state.session_id, items, now=store.clock(), dialect=store.dialect)))
 
 
 def _update_tools(calls: list[tuple[str, dict[str, Any]]], clock: Any) -> Any:
     """``update_tool`` calls ``(part_id, fields)``, one operation (one transaction)."""
-    unset = dict.fromkeys(("output", "error", "title", "metadata", "input"))
     for part_id, fields in calls:
-        yield from ops.update_tool(part_id, **{**unset, **fields}, now=clock())
+        yield from ops.update_tool(part_id, **fields, now=clock())
 
 
 def view(state: ConversationState) -> Flow:
