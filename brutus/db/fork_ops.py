@@ -191,8 +191,13 @@ def fork_session(
     params = {"b_sid": session_id, "b_cut": cut, "b_stamp": stamp, "b_new": new_session}
     for statement in (COPY_MESSAGES, COPY_PARTS, COPY_TOOL_STATES, COPY_OUTPUTS):
         yield step(statement, params)
-    yield from _remap_json(params, stamp)
-    yield from _copy_markers(params, stamp, new_session)
+    parts = yield step(COMPACTION_PARTS, params, fetch="all")
+    summaries = yield step(TIER_SUMMARIES, params, fetch="all")
+    markers = yield step(MARKERS, params, fetch="all")
+    if parts or summaries or markers:  # the seq of every copied message, read once for the remaps
+        seqs = {r.id: r.seq for r in (yield step(SEQS, params, fetch="all"))}
+        yield from _remap_json(parts, summaries, seqs, stamp)
+        yield from _copy_markers(markers, seqs, stamp, new_session)
     yield from refresh_boundary(new_session)
     row = yield step(st.SESSION, {"b_sid": new_session}, fetch="first")
     return session_from_row(row)
@@ -213,14 +218,9 @@ def _cut_at(session_id: str, message_id: Any) -> Op:
     raise InvalidInput(f"message {message_id} belongs to session {elsewhere.session_id}, not to {session_id}")
 
 
-def _remap_json(params: dict[str, Any], stamp: str) -> Op:
+def _remap_json(parts: list[Any], summaries: list[Any], seqs: dict[str, int], stamp: str) -> Op:
     """The message ids inside the copies' JSON: a compaction part's ``tail_start_id``, a tier summary's
     ``covers.from_id`` / ``to_id``."""
-    parts = yield step(COMPACTION_PARTS, params, fetch="all")
-    summaries = yield step(TIER_SUMMARIES, params, fetch="all")
-    if not parts and not summaries:
-        return
-    seqs = {r.id: r.seq for r in (yield step(SEQS, params, fetch="all"))}
 
     def remap(value: Any) -> Any:
         return message_id_of(stamp, seqs[value]) if isinstance(value, str) and value in seqs else value
@@ -237,12 +237,8 @@ def _remap_json(params: dict[str, Any], stamp: str) -> Op:
             yield step(SET_METADATA, {"b_mid": row.id, "b_metadata": {**metadata, "covers": covers}})
 
 
-def _copy_markers(params: dict[str, Any], stamp: str, new_session: str) -> Op:
+def _copy_markers(markers: list[Any], seqs: dict[str, int], stamp: str, new_session: str) -> Op:
     """The original's compaction markers resolved inside the copy (module rules), under new ids."""
-    markers = yield step(MARKERS, params, fetch="all")
-    if not markers:
-        return
-    seqs = {r.id: r.seq for r in (yield step(SEQS, params, fetch="all"))}
     for marker in markers:
         if marker.user_message_id not in seqs:
             continue  # after the point
