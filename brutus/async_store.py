@@ -14,6 +14,8 @@ Rules it keeps (the sync store's, see ``brutus.store``):
 - SQLAlchemy and driver errors are translated into ``brutus.errors`` (``brutus.db.runner.translate_errors``).
 - A batch belongs to the task that opened it and to the tasks started inside it: their calls take turns on
   the batch's one connection, and the batch commits once all of them are done.
+- With a read replica, lag-tolerant reads may run there, never staler than this store's writes
+  (``brutus.db.replica``), as in the sync store.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .extras import require
 # the async store runs on greenlet (SQLAlchemy's asyncio extension) and aiosqlite: say what to install
 require("the async store", {"greenlet": "async", "aiosqlite": "async"})
 
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError  # noqa: E402
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine  # noqa: E402
 
 from .calls import StoreCalls  # noqa: E402
@@ -44,6 +47,7 @@ from .db.checkpoint import Checkpointer  # noqa: E402
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact  # noqa: E402
 from .db.indexer import BATCH, AsyncIndexer  # noqa: E402
 from .db.migrate import prepare_schema  # noqa: E402
+from .db.replica import READ, Replica, caught_up, engine_settings, failure, primary_position  # noqa: E402
 from .db.runner import Clock, drive, now_ms, translate_errors  # noqa: E402
 from .db.search_ops import index_pending  # noqa: E402
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction  # noqa: E402
@@ -90,6 +94,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         clock: Clock = now_ms,
         read_only: bool = False,
         index_in_background: bool = True,
+        read_engine: AsyncEngine | None = None,
     ) -> None:
         if not is_brutus_engine(engine.sync_engine):
             raise InvalidInput(
@@ -114,6 +119,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         self._workers = SQLiteConnections(sqlite) if sqlite is not None else None
         # the search index filled by a task a moment after commits (see db/indexer.py)
         self._indexer = AsyncIndexer(self._index_batch) if index_in_background and not read_only else None
+        self._replica = Replica(read_engine) if read_engine is not None else None
 
     @classmethod
     async def open(
@@ -125,11 +131,13 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         read_only: bool = False,
         clock: Clock = now_ms,
         index_in_background: bool = True,
+        read_url: str | None = None,
     ) -> AsyncSessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
-        dir), the same URLs and options ``SessionStore.open`` takes."""
+        dir), the same URLs and options ``SessionStore.open`` takes (``read_url``: a read replica)."""
         url = url or default_url()
         create = create and not read_only
+        replica = engine_settings(url, read_url) if read_url is not None else None
         engine = make_async_engine(url, create=create, read_only=read_only)
         try:
             with translate_errors():
@@ -137,13 +145,17 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         except BaseException:
             await engine.dispose()
             raise
-        return cls(engine, url=redact(url), clock=clock, read_only=read_only, index_in_background=index_in_background)
+        read_engine = make_async_engine(read_url, **replica) if replica is not None else None
+        settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background)
+        return cls(engine, url=redact(url), read_engine=read_engine, **settings)
 
     async def close(self) -> None:
         if self._indexer is not None:
             await self._indexer.close()
         if self._workers is not None:
             await self._workers.close()
+        if self._replica is not None:
+            await self._replica.engine.dispose()
         await self.engine.dispose()
         if self._checkpointer is not None:
             await asyncio.to_thread(self._checkpointer.close)  # may wait for a checkpoint under way
@@ -180,8 +192,8 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         if self._workers is None:
             async with self._pg_transaction(write) as connection:
                 value = await self._drive_async(connection, op)
-            if write and self._indexer is not None:
-                self._indexer.committed()
+            if write:
+                self._pg_committed()
             return value
         # SQLite, a call with its own transaction: BEGIN, the operation and COMMIT in one trip to the thread
         worker = self._workers.take()
@@ -198,6 +210,50 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         finally:
             await self._workers.give_back(worker)
 
+    def _pg_committed(self) -> None:
+        """PostgreSQL: a write committed: the search index has work, and the replica's reads must see it."""
+        if self._indexer is not None:
+            self._indexer.committed()
+        if self._replica is not None:
+            self._replica.wrote()
+
+    async def _read(self, replica: Replica, op: Op) -> Any:
+        """A lag-tolerant read: on the replica when it may serve it (``brutus.db.replica``), else on the primary."""
+        connection = await self._replica_transaction(replica)
+        if connection is None:
+            return await self._run(op, write=False)
+        try:
+            return await connection.run_sync(drive, op)
+        except (OperationalError, InterfaceError) as exc:  # cut, or cancelled by replay: not the read's fault
+            raise failure(replica, exc) from exc
+        finally:
+            await connection.close()
+
+    async def _replica_transaction(self, replica: Replica) -> AsyncConnection | None:
+        """A REPEATABLE READ transaction on the replica that has replayed this store's writes; None when the
+        read must go to the primary (inside a batch, the replica resting, behind, or failing now)."""
+        batch = self._batch.get()
+        if (batch is not None and batch.open) or not replica.usable():
+            return None
+        if replica.take_stale():
+            try:
+                replica.seen(await self._run(primary_position(), write=False))
+            except BaseException:
+                replica.wrote()  # still to be asked
+                raise
+        connection = None
+        try:
+            connection = await replica.engine.connect()
+            await connection.execution_options(**READ)
+            await connection.begin()
+            if await connection.run_sync(drive, caught_up(replica.needed)):
+                return connection
+        except DBAPIError:
+            replica.failed()
+        if connection is not None:
+            await connection.close()
+        return None
+
     async def _index_batch(self) -> bool:
         """One small transaction of the background indexer: whether anything was pending."""
         return await self._run(index_pending(self.dialect, batch=BATCH))
@@ -209,6 +265,8 @@ class AsyncSessionStore(StoreCalls, mode="async"):
     def _perform(self, work: Any) -> Awaitable[Any]:
         """``run``'s awaitable, which the bound methods await directly (no coroutine of ``run``'s own per call)."""
         if type(work) is Tx:  # most calls: one operation
+            if work.replica and self._replica is not None:
+                return self._read(self._replica, work.op)
             return self._run(work.op, write=work.write)
         if inspect.isgenerator(work):
             return adrive_flow(work, self._do)
@@ -218,7 +276,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         """One action of a flow (``brutus.flows``), as ``SessionStore._do`` does it. gc's storage steps run on a
         connection outside any transaction: a SQLite connection's thread, or a PostgreSQL one in autocommit."""
         if type(action) is Tx:
-            return await self._run(action.op, write=action.write)
+            return await self._perform(action)
         if isinstance(action, Summarize):
             from .summarizers.fallbacks import asummarize_with_fallbacks
 
@@ -288,8 +346,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         if self._workers is None:
             async with self._pg_transaction(write=True) as connection, self._batch_open(_Batch(connection)):
                 yield self
-            if self._indexer is not None:
-                self._indexer.committed()
+            self._pg_committed()
             return
         # SQLite: each call inside is a trip to the connection's thread, the first with the BEGIN IMMEDIATE, and
         # the COMMIT one more (a batch without calls costs none)

@@ -24,6 +24,7 @@ from sqlalchemy.engine import make_url
 from brutus import codec
 from brutus.db.engine import normalize_url
 from brutus.store import SessionStore
+from pgcluster import Clusters
 
 PG_ENV = "BRUTUS_TEST_POSTGRES_URL"
 BACKENDS = ["sqlite", "postgresql"]
@@ -156,3 +157,16 @@ def plain_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing packed (``codec.pack``, 0009) by writes in this process: for the tests that count the pages or the
     WAL a known amount of text takes (gc's accounting, checkpoints). tests/test_packed.py covers packed values."""
     monkeypatch.setattr(codec, "PACK_MIN", sys.maxsize)
+
+
+@pytest.fixture(scope="session", params=["postgresql"])
+def pg_clusters() -> Iterator[Clusters]:
+    """A throw-away PostgreSQL primary and its streaming replica (``tests/pgcluster.py``), for the tests that
+    restart a server or read from a replica; stopped and deleted at the end of the run. Parametrized as a
+    PostgreSQL test: deselected with the rest without ``BRUTUS_TEST_POSTGRES_URL``, and an error (never a skip)
+    when the server binaries are missing."""
+    clusters = Clusters().start()
+    try:
+        yield clusters
+    finally:
+        clusters.stop()

@@ -197,7 +197,7 @@ class Clusters:
 
     def wait_caught_up(self) -> None:
         """Wait until the standby has replayed everything the primary has written so far."""
-        target = self.query(self.primary_port, "SELECT pg_current_wal_insert_lsn()::text")
+        target = self.query(self.primary_port, "SELECT pg_current_wal_lsn()::text")  # synchronous commits: all of them
         sql = f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn"
         wait_for(lambda: bool(self.query(self.replica_port, sql)), "the replica to catch up")
 

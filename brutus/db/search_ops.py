@@ -233,7 +233,7 @@ def search_flow(query: Any, *, dialect: str, index: bool, **filters: Any) -> Gen
             yield Tx(index_pending(dialect))
         except DatabaseError:
             pass
-    return (yield Tx(search(query, dialect=dialect, **filters), write=False))
+    return (yield Tx(search(query, dialect=dialect, **filters), write=False, replica=True))
 
 
 def optimize_index() -> Op:

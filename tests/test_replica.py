@@ -1,0 +1,211 @@
+"""A read replica (``open(url, read_url=...)``) against a real streaming standby (``tests/pgcluster.py``).
+
+What is shown on the standby itself, with its WAL replay paused so it lags on demand: the lag-tolerant reads
+(listing, search, stats, export) really come from it (a row written by another store while replay is paused
+is missing from them, and present for a read the primary serves); the store that wrote never reads anything
+older than its own acknowledged writes (its reads go to the primary until the standby has replayed them), nor
+inside a batch; writes never go to the standby; a standby that is stopped sends the reads to the primary and
+is tried again only after a rest. Both stores, sync and async.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pgcluster import Clusters, wait_for
+
+from brutus import AsyncSessionStore, InvalidInput, NotFound, SessionStore, TextPart
+from brutus.db import replica as replica_module
+from brutus.db.engine import make_engine
+from brutus.db.runner import drive
+from brutus.importers.export import write_export
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def clusters(pg_clusters: Clusters) -> Iterator[Clusters]:
+    """The clusters, the standby streaming and replaying at the start and at the end of each test."""
+    pg_clusters.wait_caught_up()
+    yield pg_clusters
+    if not pg_clusters._answers(pg_clusters.replica_port):
+        pg_clusters.start_replica()
+    pg_clusters.resume_replay()
+
+
+class FakeClock:
+    """The replica's monotonic clock, moved by hand: how long a failed replica rests, without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def ids(sessions: list) -> set[str]:
+    return {session.id for session in sessions}
+
+
+def word_session(store: SessionStore, word: str) -> str:
+    """A session holding one user message with ``word`` in it; its id."""
+    session = store.create_session(title=word)
+    message = store.append_message(session.id, "user")
+    store.append_part(message.id, TextPart(text=f"look for {word} here"))
+    return session.id
+
+
+# -- SQLite and bad URLs ---------------------------------------------------------------------------------------
+
+
+def test_read_url_needs_postgresql_on_both_sides(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    with pytest.raises(InvalidInput, match="read_url needs PostgreSQL.*url is sqlite"):
+        SessionStore.open(str(path), read_url="postgresql://127.0.0.1/x")
+    with pytest.raises(InvalidInput, match="read_url is sqlite"):
+        SessionStore.open("postgresql://127.0.0.1:1/x", read_url=str(path))
+    with pytest.raises(InvalidInput, match="read_url is mysql"):
+        SessionStore.open("postgresql://127.0.0.1:1/x", read_url="mysql://127.0.0.1/x")
+    assert not path.exists()  # refused before anything was made
+
+
+@pytest.mark.anyio
+async def test_async_read_url_needs_postgresql(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    with pytest.raises(InvalidInput, match="read_url needs PostgreSQL.*url is sqlite"):
+        await AsyncSessionStore.open(str(path), read_url="postgresql://127.0.0.1/x")
+    assert not path.exists()
+
+
+# -- the reads that go to the replica ---------------------------------------------------------------------------
+
+
+def test_lag_tolerant_reads_come_from_the_replica(clusters: Clusters) -> None:
+    with SessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False) as store, SessionStore.open(
+        clusters.primary_url, index_in_background=False
+    ) as other:
+        mine = word_session(store, "heron")
+        clusters.wait_caught_up()
+        store.list_sessions(limit=1)  # this store learns where the primary is after its writes
+        clusters.pause_replay()
+        theirs = word_session(other, "heron")  # on the primary only, while the replica lags
+        listed = ids(store.list_sessions())
+        assert mine in listed and theirs not in listed
+        assert [hit.session_id for hit in store.search("heron")] == [mine]
+        assert ids(other.list_sessions()) >= {mine, theirs}
+        assert store.get_session(theirs).id == theirs  # a read that must be current: the primary
+        assert [entry.info.session_id for entry in store.messages(theirs)] == [theirs]
+        with pytest.raises(NotFound):
+            store.stats(theirs)  # the replica has not seen it yet
+        out = io.BytesIO()
+        with pytest.raises(NotFound):
+            write_export(store, theirs, out)
+        clusters.resume_replay()
+        assert store.stats(theirs).messages == 1
+        write_export(store, theirs, out)
+        assert json.loads(out.getvalue())["info"]["id"] == theirs
+
+
+def test_the_writer_reads_its_own_writes_while_the_replica_lags(clusters: Clusters) -> None:
+    with SessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False) as store, SessionStore.open(
+        clusters.primary_url, index_in_background=False
+    ) as other:
+        clusters.pause_replay()
+        mine = word_session(store, "osprey")  # writes never go to the paused, read-only replica
+        theirs = word_session(other, "osprey")
+        # the replica has not replayed this store's writes: every read that could use it goes to the primary,
+        # and so sees the other store's session too
+        assert ids(store.list_sessions()) >= {mine, theirs}
+        assert {hit.session_id for hit in store.search("osprey")} == {mine, theirs}
+        assert store.stats(mine).messages == 1
+        # once the replica has replayed them, the reads go back to it
+        clusters.resume_replay()
+        clusters.pause_replay()
+        later = other.create_session(title="later").id
+        listed = ids(store.list_sessions())
+        assert {mine, theirs} <= listed and later not in listed
+
+
+def test_a_batch_reads_the_primary(clusters: Clusters) -> None:
+    with SessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False) as store:
+        store.list_sessions(limit=1)  # the replica is caught up with this store: it serves reads
+        with store.batch():
+            inside = store.create_session(title="in a batch").id
+            assert inside in ids(store.list_sessions())  # not committed yet: only the batch's connection has it
+        assert inside in ids(store.list_sessions())
+
+
+def test_a_stopped_replica_sends_reads_to_the_primary_until_its_rest_is_over(clusters: Clusters) -> None:
+    with SessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False) as store, SessionStore.open(
+        clusters.primary_url, index_in_background=False
+    ) as other:
+        clock = FakeClock()
+        store._replica.clock = clock  # type: ignore[union-attr]  # reaching in: the rest without sleeping
+        clusters.stop_replica()
+        first = other.create_session(title="replica down").id
+        assert first in ids(store.list_sessions())  # fell back in the same call
+        assert store.stats(first).messages == 0
+        # the replica is back, but resting: reads stay on the primary (which sees what the replica lacks)
+        clusters.start_replica()
+        clusters.pause_replay()
+        second = other.create_session(title="replica resting").id
+        assert second in ids(store.list_sessions())
+        clock.now += replica_module.RETRY_S  # the rest is over: the replica is tried again, and serves
+        listed = ids(store.list_sessions())
+        assert first in listed and second not in listed
+
+
+# -- the async store ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_async_replica_reads_writes_and_fallback(clusters: Clusters) -> None:
+    store = await AsyncSessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False)
+    other = await AsyncSessionStore.open(clusters.primary_url)
+    try:
+        clusters.pause_replay()
+        mine = (await store.create_session(title="async mine")).id
+        theirs = (await other.create_session(title="async theirs")).id
+        assert {mine, theirs} <= ids(await store.list_sessions())  # its own write not replayed: the primary
+        clusters.resume_replay()
+        clusters.pause_replay()
+        later = (await other.create_session(title="async later")).id
+        listed = ids(await store.list_sessions())
+        assert mine in listed and later not in listed  # caught up with its writes: the replica serves
+        async with store.batch():
+            inside = (await store.create_session(title="async batch")).id
+            assert inside in ids(await store.list_sessions())
+        assert (await store.stats(mine)).messages == 0
+        clusters.stop_replica()
+        assert {mine, theirs, later, inside} <= ids(await store.list_sessions())  # replica gone: the primary
+    finally:
+        await store.close()
+        await other.close()
+
+
+def test_the_position_after_a_wal_segment_switch_is_reached_by_the_replica(clusters: Clusters) -> None:
+    """After a WAL segment switch the primary's insert position sits past the new segment's page header, where
+    a standby never reports being: the position asked for is the page's start, which an idle standby reaches
+    (else a store that wrote would read from the primary until the next WAL record, up to 15 s later)."""
+    clusters.query(clusters.primary_port, "CREATE TABLE IF NOT EXISTS switch_probe (x int); INSERT INTO switch_probe VALUES (1)")
+    clusters.query(clusters.primary_port, "SELECT pg_switch_wal()")
+    primary, replica = make_engine(clusters.primary_url), make_engine(clusters.replica_url)
+    try:
+        with primary.connect() as conn:
+            position = drive(conn, replica_module.primary_position())
+
+        def reached() -> bool:
+            with replica.connect() as conn:
+                return drive(conn, replica_module.caught_up(position))
+
+        wait_for(reached, "the replica to reach the primary's position", timeout=5.0)
+    finally:
+        primary.dispose()
+        replica.dispose()
