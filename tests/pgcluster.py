@@ -109,7 +109,8 @@ class Clusters:
             raise ClusterError(f"{' '.join(args)} failed: {done.stderr.strip() or done.stdout.strip()}")
 
     def _pg_ctl(self, data: Path, *args: str) -> None:
-        self._run(str(self.bindir / "pg_ctl"), "-D", str(data), "-l", str(data.parent / f"{data.name}.log"), "-w", *args)
+        log = str(data.parent / f"{data.name}.log")
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(data), "-l", log, "-w", *args)
 
     def _answers(self, port: int) -> bool:
         try:
@@ -150,7 +151,8 @@ class Clusters:
     def _init_replica(self) -> None:
         basebackup = str(self.bindir / "pg_basebackup")
         primary = ("-h", "127.0.0.1", "-p", str(self.primary_port), "-U", "postgres")
-        self._run(basebackup, *primary, "-D", str(self.replica_dir), "-R", "-X", "stream", "--checkpoint=fast", "--no-sync")
+        copy = ("-D", str(self.replica_dir), "-R", "-X", "stream", "--checkpoint=fast", "--no-sync")
+        self._run(basebackup, *primary, *copy)
         self._configure(self.replica_dir, {"port": self.replica_port, "hot_standby": "on"})
         self.start_replica()
 
@@ -186,8 +188,11 @@ class Clusters:
         """Stop the standby applying WAL (it still receives it): from now on it lags behind every write."""
         with self.connect(self.replica_port) as conn:
             conn.execute("SELECT pg_wal_replay_pause()")
-            state = lambda: conn.execute("SELECT pg_get_wal_replay_pause_state()").fetchone()[0] == "paused"  # noqa: E731
-            wait_for(state, "the replica's replay to pause")
+
+            def paused() -> bool:
+                return conn.execute("SELECT pg_get_wal_replay_pause_state()").fetchone()[0] == "paused"
+
+            wait_for(paused, "the replica's replay to pause")
 
     def resume_replay(self) -> None:
         """Let the standby apply WAL again, and wait until it has caught up with the primary."""

@@ -54,6 +54,17 @@ def ids(sessions: list) -> set[str]:
     return {session.id for session in sessions}
 
 
+def replica_store(clusters: Clusters) -> SessionStore:
+    """A store reading from the replica (no background indexer: its commits would make this store's reads wait
+    for them on the replica at moments a test does not choose)."""
+    return SessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False)
+
+
+def primary_store(clusters: Clusters) -> SessionStore:
+    """Another process's store, on the primary only."""
+    return SessionStore.open(clusters.primary_url, index_in_background=False)
+
+
 def word_session(store: SessionStore, word: str) -> str:
     """A session holding one user message with ``word`` in it; its id."""
     session = store.create_session(title=word)
@@ -88,9 +99,7 @@ async def test_async_read_url_needs_postgresql(tmp_path: Path) -> None:
 
 
 def test_lag_tolerant_reads_come_from_the_replica(clusters: Clusters) -> None:
-    with SessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False) as store, SessionStore.open(
-        clusters.primary_url, index_in_background=False
-    ) as other:
+    with replica_store(clusters) as store, primary_store(clusters) as other:
         mine = word_session(store, "heron")
         clusters.wait_caught_up()
         store.list_sessions(limit=1)  # this store learns where the primary is after its writes
@@ -114,9 +123,7 @@ def test_lag_tolerant_reads_come_from_the_replica(clusters: Clusters) -> None:
 
 
 def test_the_writer_reads_its_own_writes_while_the_replica_lags(clusters: Clusters) -> None:
-    with SessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False) as store, SessionStore.open(
-        clusters.primary_url, index_in_background=False
-    ) as other:
+    with replica_store(clusters) as store, primary_store(clusters) as other:
         clusters.pause_replay()
         mine = word_session(store, "osprey")  # writes never go to the paused, read-only replica
         theirs = word_session(other, "osprey")
@@ -134,7 +141,7 @@ def test_the_writer_reads_its_own_writes_while_the_replica_lags(clusters: Cluste
 
 
 def test_a_batch_reads_the_primary(clusters: Clusters) -> None:
-    with SessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False) as store:
+    with replica_store(clusters) as store:
         store.list_sessions(limit=1)  # the replica is caught up with this store: it serves reads
         with store.batch():
             inside = store.create_session(title="in a batch").id
@@ -143,9 +150,7 @@ def test_a_batch_reads_the_primary(clusters: Clusters) -> None:
 
 
 def test_a_stopped_replica_sends_reads_to_the_primary_until_its_rest_is_over(clusters: Clusters) -> None:
-    with SessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False) as store, SessionStore.open(
-        clusters.primary_url, index_in_background=False
-    ) as other:
+    with replica_store(clusters) as store, primary_store(clusters) as other:
         clock = FakeClock()
         store._replica.clock = clock  # type: ignore[union-attr]  # reaching in: the rest without sleeping
         clusters.stop_replica()
@@ -194,7 +199,7 @@ def test_the_position_after_a_wal_segment_switch_is_reached_by_the_replica(clust
     """After a WAL segment switch the primary's insert position sits past the new segment's page header, where
     a standby never reports being: the position asked for is the page's start, which an idle standby reaches
     (else a store that wrote would read from the primary until the next WAL record, up to 15 s later)."""
-    clusters.query(clusters.primary_port, "CREATE TABLE IF NOT EXISTS switch_probe (x int); INSERT INTO switch_probe VALUES (1)")
+    clusters.query(clusters.primary_port, "CREATE TABLE IF NOT EXISTS probe (x int); INSERT INTO probe VALUES (1)")
     clusters.query(clusters.primary_port, "SELECT pg_switch_wal()")
     primary, replica = make_engine(clusters.primary_url), make_engine(clusters.replica_url)
     try:

@@ -66,7 +66,7 @@ def failure(replica: Replica, exc: Exception) -> Unavailable:
     """A replica that failed in the middle of a read: it rests (``Replica.failed``), and the call raises this."""
     replica.failed()
     reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-    return Unavailable(f"the read replica failed during the read: {reason} (retryable: reads go to the primary meanwhile)")
+    return Unavailable(f"the read replica failed during the read: {reason} (retryable: the primary serves it meanwhile)")
 
 
 def primary_position() -> Op:
