@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_helpers import run
 from pgcluster import Clusters, wait_for
 
 from brutus import AsyncSessionStore, InvalidInput, NotFound, SessionStore, TextPart
@@ -214,3 +215,38 @@ def test_the_position_after_a_wal_segment_switch_is_reached_by_the_replica(clust
     finally:
         primary.dispose()
         replica.dispose()
+
+
+# -- the CLI ------------------------------------------------------------------------------------------------------
+
+
+def test_cli_reading_commands_take_read_url(clusters: Clusters) -> None:
+    with primary_store(clusters) as other:
+        before = word_session(other, "plover")
+        clusters.wait_caught_up()
+        clusters.pause_replay()
+        after = word_session(other, "plover")
+    db = ("--db", clusters.primary_url)
+    replica = {"BRUTUS_READ_URL": clusters.replica_url}
+
+    listed = run("sessions", "list", "--json", *db, "--read-url", clusters.replica_url)
+    assert listed.returncode == 0, listed.stderr
+    assert before in {s["id"] for s in json.loads(listed.stdout)} and after not in listed.stdout
+    found = run("search", "plover", "--json", *db, env=replica)  # $BRUTUS_READ_URL
+    assert [hit["session_id"] for hit in json.loads(found.stdout)] == [before]
+    assert run("stats", before, "--json", *db, env=replica).returncode == 0
+    missing = run("stats", after, *db, env=replica)
+    assert missing.returncode != 0 and "not found" in missing.stderr
+    exported = run("export", before, *db, env=replica)
+    assert json.loads(exported.stdout)["info"]["id"] == before
+    assert after in run("sessions", "list", "--json", *db).stdout  # without a replica: the primary
+
+
+def test_cli_read_url_on_sqlite_is_a_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    SessionStore.open(str(path)).close()
+    result = run("sessions", "list", "--db", str(path), "--read-url", "postgresql://127.0.0.1/x")
+    assert result.returncode != 0 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"brutus: error: read_url needs PostgreSQL for both the primary and the replica; url is sqlite ({path})"
+    ]

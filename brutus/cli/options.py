@@ -1,4 +1,4 @@
-"""What the commands share: the ``--db`` and ``--json`` options, opening the store, printing JSON.
+"""What the commands share: the ``--db``, ``--read-url`` and ``--json`` options, opening the store, printing JSON.
 
 Its own module, so the command modules import it and ``app`` imports them, with no cycle.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-__all__ = ["DB_HELP", "db_option", "json_option", "open_store", "print_json", "write_output"]
+__all__ = ["DB_HELP", "db_option", "json_option", "open_store", "print_json", "read_url_option", "write_output"]
 
 DB_HELP = "Database URL (default: $BRUTUS_DATABASE_URL, else a SQLite file in the user data dir)."
 
@@ -28,16 +28,23 @@ def _group_db(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return value if value is not None else ctx.find_root().params.get("db")
 
 
+def read_url_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--read-url`` on the reading commands that may use a replica (list, search, stats, export)."""
+    help = "A PostgreSQL read replica of --db to read from (default: $BRUTUS_READ_URL)."
+    return click.option("--read-url", "read_url", metavar="URL", envvar="BRUTUS_READ_URL", default=None, help=help)(fn)
+
+
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")(fn)
 
 
-def open_store(db: str | None, *, read_only: bool = False, create: bool = True) -> Any:
+def open_store(db: str | None, *, read_only: bool = False, create: bool = True, read_url: str | None = None) -> Any:
     """The store at ``--db``. Reading commands open it ``read_only``: never created, migrated or written.
-    Commands that work on what is there pass ``create=False``; only import, replay and demo create one."""
+    Commands that work on what is there pass ``create=False``; only import, replay and demo create one.
+    ``read_url``: ``--read-url``, a replica for the reads that may use one."""
     from ..store import SessionStore
 
-    return SessionStore.open(db, read_only=read_only, create=create)
+    return SessionStore.open(db, read_only=read_only, create=create, read_url=read_url)
 
 
 def print_json(value: Any) -> None:
