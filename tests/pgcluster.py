@@ -112,7 +112,8 @@ class Clusters:
         log = str(data.parent / f"{data.name}.log")
         self._run(str(self.bindir / "pg_ctl"), "-D", str(data), "-l", log, "-w", *args)
 
-    def _answers(self, port: int) -> bool:
+    def answers(self, port: int) -> bool:
+        """Whether the server at ``port`` accepts a connection now."""
         try:
             with self.connect(port, "postgres", "postgres"):
                 return True
@@ -162,17 +163,17 @@ class Clusters:
 
     def start_primary(self) -> None:
         self._pg_ctl(self.primary_dir, "start")
-        wait_for(lambda: self._answers(self.primary_port), "the primary to answer")
+        wait_for(lambda: self.answers(self.primary_port), "the primary to answer")
 
     def restart_primary(self) -> None:
         """``pg_ctl restart -m fast``: every connection to the primary is cut; returns once it answers again."""
         self._pg_ctl(self.primary_dir, "restart", "-m", "fast")
-        wait_for(lambda: self._answers(self.primary_port), "the restarted primary to answer")
+        wait_for(lambda: self.answers(self.primary_port), "the restarted primary to answer")
 
     def start_replica(self) -> None:
         """Start the standby; returns once it answers and streams from the primary."""
         self._pg_ctl(self.replica_dir, "start")
-        wait_for(lambda: self._answers(self.replica_port), "the replica to answer")
+        wait_for(lambda: self.answers(self.replica_port), "the replica to answer")
         wait_for(self._streaming, "the replica to stream from the primary")
 
     def stop_replica(self) -> None:

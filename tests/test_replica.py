@@ -14,15 +14,19 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import text
 from cli_helpers import run
 from pgcluster import Clusters, wait_for
 
-from brutus import AsyncSessionStore, InvalidInput, NotFound, SessionStore, TextPart
+from brutus import AsyncSessionStore, InvalidInput, NotFound, SessionStore, TextPart, Unavailable
 from brutus.db import replica as replica_module
 from brutus.db.engine import make_engine
 from brutus.db.runner import drive
+from brutus.db.statements import step
+from brutus.flows import Tx
 from brutus.importers.export import write_export
 
 
@@ -36,7 +40,7 @@ def clusters(pg_clusters: Clusters) -> Iterator[Clusters]:
     """The clusters, the standby streaming and replaying at the start and at the end of each test."""
     pg_clusters.wait_caught_up()
     yield pg_clusters
-    if not pg_clusters._answers(pg_clusters.replica_port):
+    if not pg_clusters.answers(pg_clusters.replica_port):
         pg_clusters.start_replica()
     pg_clusters.resume_replay()
 
@@ -168,13 +172,29 @@ def test_a_stopped_replica_sends_reads_to_the_primary_until_its_rest_is_over(clu
         assert first in listed and second not in listed
 
 
+def cut() -> Any:
+    """A read whose replica connection dies under it: the server ends its own backend."""
+    yield step(text("SELECT pg_terminate_backend(pg_backend_pid())"), {}, fetch="first")
+    yield step(text("SELECT 1"), {}, fetch="first")
+
+
+def test_a_replica_cut_during_a_read_raises_unavailable_and_rests(clusters: Clusters) -> None:
+    with replica_store(clusters) as store, primary_store(clusters) as other:
+        with pytest.raises(Unavailable, match="read replica failed during the read.*retryable") as raised:
+            store.run(Tx(cut(), write=False, replica=True))
+        assert raised.value.retryable
+        clusters.pause_replay()
+        theirs = other.create_session(title="after the cut").id
+        assert theirs in ids(store.list_sessions())  # the replica rests: the primary serves
+
+
 # -- the async store ----------------------------------------------------------------------------------------------
 
 
 @pytest.mark.anyio
 async def test_async_replica_reads_writes_and_fallback(clusters: Clusters) -> None:
     store = await AsyncSessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False)
-    other = await AsyncSessionStore.open(clusters.primary_url)
+    other = await AsyncSessionStore.open(clusters.primary_url, index_in_background=False)
     try:
         clusters.pause_replay()
         mine = (await store.create_session(title="async mine")).id
@@ -189,6 +209,9 @@ async def test_async_replica_reads_writes_and_fallback(clusters: Clusters) -> No
             inside = (await store.create_session(title="async batch")).id
             assert inside in ids(await store.list_sessions())
         assert (await store.stats(mine)).messages == 0
+        clusters.resume_replay()  # caught up with this store's writes again: the next read goes to it
+        with pytest.raises(Unavailable, match="read replica failed during the read"):
+            await store.run(Tx(cut(), write=False, replica=True))
         clusters.stop_replica()
         assert {mine, theirs, later, inside} <= ids(await store.list_sessions())  # replica gone: the primary
     finally:
