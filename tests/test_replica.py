@@ -158,6 +158,7 @@ def test_a_stopped_replica_sends_reads_to_the_primary_until_its_rest_is_over(clu
     with replica_store(clusters) as store, primary_store(clusters) as other:
         clock = FakeClock()
         store._replica.clock = clock  # type: ignore[union-attr]  # reaching in: the rest without sleeping
+        store.list_sessions(limit=1)  # a pooled connection to the replica, which the stop kills
         clusters.stop_replica()
         first = other.create_session(title="replica down").id
         assert first in ids(store.list_sessions())  # fell back in the same call

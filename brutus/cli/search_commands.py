@@ -52,7 +52,7 @@ def search(
     """Find QUERY's words in every session: turns before a compaction, summaries and pruned outputs included.
 
     Every word must appear in the same text (a message's text, a tool call or a tool output); newest first."""
-    with open_store(db, create=False, read_url=read_url) as store:  # writable: a search indexes what was written since
+    with open_store(db, create=False, read_url=read_url) as store:  # writable: indexes what was written (no replica)
         session_id = store.resolve_session(session_id) if session_id is not None else None
         hits = store.search(query, session_id=session_id, role=role, tool=tool, since=since, limit=limit)
     if as_json:
