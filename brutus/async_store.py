@@ -71,11 +71,12 @@ class _Batch:
     begun: bool = False  # SQLite: a call was sent, so its trip began the transaction
 
 
-def _prepare_schema(url: str, auto_migrate: bool, create: bool, read_only: bool) -> None:
-    """Upgrade (or check) the schema with the sync migration code, on a sync engine used only for that."""
+def _prepare_schema(url: str, auto_migrate: bool, create: bool, read_only: bool) -> bool:
+    """Upgrade (or check) the schema with the sync migration code, on a sync engine used only for that;
+    whether it migrated."""
     engine = make_engine(sync_url(url), create=create, read_only=read_only)
     try:
-        prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
+        return prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
     finally:
         engine.dispose()
 
@@ -141,13 +142,16 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         engine = make_async_engine(url, create=create, read_only=read_only)
         try:
             with translate_errors():
-                await asyncio.to_thread(_prepare_schema, url, auto_migrate, create, read_only)
+                migrated = await asyncio.to_thread(_prepare_schema, url, auto_migrate, create, read_only)
         except BaseException:
             await engine.dispose()
             raise
         read_engine = make_async_engine(read_url, **replica) if replica is not None else None
         settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background)
-        return cls(engine, url=redact(url), read_engine=read_engine, **settings)
+        store = cls(engine, url=redact(url), read_engine=read_engine, **settings)
+        if migrated and store._replica is not None:
+            store._replica.wrote()  # the replica's reads wait for the schema this open wrote
+        return store
 
     async def close(self) -> None:
         if self._indexer is not None:
@@ -241,18 +245,18 @@ class AsyncSessionStore(StoreCalls, mode="async"):
             except BaseException:
                 replica.wrote()  # still to be asked
                 raise
-        connection = None
+        connection, ready = None, False
         try:
             connection = await replica.engine.connect()
             await connection.execution_options(**READ)
             await connection.begin()
-            if await connection.run_sync(drive, caught_up(replica.needed)):
-                return connection
+            ready = await connection.run_sync(drive, caught_up(replica.needed))
         except DBAPIError:
             replica.failed()
-        if connection is not None:
-            await connection.close()
-        return None
+        finally:
+            if connection is not None and not ready:
+                await connection.close()
+        return connection if ready else None
 
     async def _index_batch(self) -> bool:
         """One small transaction of the background indexer: whether anything was pending."""

@@ -121,13 +121,16 @@ class SessionStore(StoreCalls, mode="sync"):
         engine = make_engine(url, create=create, read_only=read_only)
         try:
             with translate_errors():
-                prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
+                migrated = prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
         except BaseException:
             engine.dispose()
             raise
         read_engine = make_engine(read_url, **replica) if replica is not None else None
         settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background)
-        return cls(engine, url=redact(url), read_engine=read_engine, **settings)
+        store = cls(engine, url=redact(url), read_engine=read_engine, **settings)
+        if migrated and store._replica is not None:
+            store._replica.wrote()  # the replica's reads wait for the schema this open wrote
+        return store
 
     def close(self) -> None:
         """Release the store's connections (the store opens new ones if it is used again)."""
@@ -283,17 +286,17 @@ class SessionStore(StoreCalls, mode="sync"):
             except BaseException:
                 replica.wrote()  # still to be asked
                 raise
-        connection = None
+        connection, ready = None, False
         try:
             connection = replica.engine.connect().execution_options(**READ)
             connection.begin()
-            if drive(connection, caught_up(replica.needed)):
-                return connection
+            ready = drive(connection, caught_up(replica.needed))
         except DBAPIError:
             replica.failed()
-        if connection is not None:
-            connection.close()
-        return None
+        finally:
+            if connection is not None and not ready:
+                connection.close()
+        return connection if ready else None
 
     def _drive(self, connection: Any, op: Op) -> Any:
         """Run ``op``'s steps on ``connection``; its return value."""

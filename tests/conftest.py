@@ -16,6 +16,7 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -24,7 +25,6 @@ from sqlalchemy.engine import make_url
 from brutus import codec
 from brutus.db.engine import normalize_url
 from brutus.store import SessionStore
-from pgcluster import Clusters
 
 PG_ENV = "BRUTUS_TEST_POSTGRES_URL"
 BACKENDS = ["sqlite", "postgresql"]
@@ -160,11 +160,13 @@ def plain_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session", params=["postgresql"])
-def pg_clusters() -> Iterator[Clusters]:
+def pg_clusters() -> Iterator[Any]:
     """A throw-away PostgreSQL primary and its streaming replica (``tests/pgcluster.py``), for the tests that
     restart a server or read from a replica; stopped and deleted at the end of the run. Parametrized as a
     PostgreSQL test: deselected with the rest without ``BRUTUS_TEST_POSTGRES_URL``, and an error (never a skip)
     when the server binaries are missing."""
+    from pgcluster import Clusters  # psycopg: only for the PostgreSQL tests
+
     clusters = Clusters().start()
     try:
         yield clusters

@@ -26,6 +26,10 @@ import psycopg
 
 __all__ = ["Clusters", "ClusterError"]
 
+_INSERTED = (
+    "SELECT p - CASE WHEN p % b <= 40 THEN p % b ELSE 0 END FROM (SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)"
+    "::bigint AS p, current_setting('wal_block_size')::bigint AS b) AS wal"
+)
 WAIT_S = 60.0  # the longest any step waits for a server
 POLL_S = 0.05
 
@@ -75,9 +79,9 @@ class Clusters:
 
     # -- urls and connections -----------------------------------------------------------------------------------
 
-    def url(self, port: int) -> str:
-        """A brutus URL for the test database on the server at ``port``."""
-        return f"postgresql+psycopg://{self.role}@127.0.0.1:{port}/{self.database}"
+    def url(self, port: int, database: str | None = None) -> str:
+        """A brutus URL for the test database (or ``database``) on the server at ``port``."""
+        return f"postgresql+psycopg://{self.role}@127.0.0.1:{port}/{database or self.database}"
 
     @property
     def primary_url(self) -> str:
@@ -202,9 +206,10 @@ class Clusters:
         self.wait_caught_up()
 
     def wait_caught_up(self) -> None:
-        """Wait until the standby has replayed everything the primary has written so far."""
-        target = self.query(self.primary_port, "SELECT pg_current_wal_lsn()::text")  # synchronous commits: all of them
-        sql = f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn"
+        """Wait until the standby has replayed every WAL record the primary has inserted so far (the insert
+        position, or the start of its page when it sits just past a page header, where no record ends)."""
+        target = self.query(self.primary_port, _INSERTED)
+        sql = f"SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn) >= {target}"
         wait_for(lambda: bool(self.query(self.replica_port, sql)), "the replica to catch up")
 
     def stop(self) -> None:

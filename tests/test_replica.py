@@ -106,8 +106,8 @@ async def test_async_read_url_needs_postgresql(tmp_path: Path) -> None:
 def test_lag_tolerant_reads_come_from_the_replica(clusters: Clusters) -> None:
     with replica_store(clusters) as store, primary_store(clusters) as other:
         mine = word_session(store, "heron")
-        clusters.wait_caught_up()
         store.list_sessions(limit=1)  # this store learns where the primary is after its writes
+        clusters.wait_caught_up()  # and the replica gets there
         clusters.pause_replay()
         theirs = word_session(other, "heron")  # on the primary only, while the replica lags
         listed = ids(store.list_sessions())
@@ -145,6 +145,22 @@ def test_the_writer_reads_its_own_writes_while_the_replica_lags(clusters: Cluste
         assert {mine, theirs} <= listed and later not in listed
 
 
+def test_the_schema_a_store_migrated_is_waited_for(clusters: Clusters) -> None:
+    """A store whose open created the schema reads the primary until the replica has it too."""
+    clusters.query(clusters.primary_port, "CREATE DATABASE brutus_replica_fresh")
+    clusters.wait_caught_up()
+    clusters.pause_replay()
+    primary = clusters.url(clusters.primary_port, "brutus_replica_fresh")
+    replica = clusters.url(clusters.replica_port, "brutus_replica_fresh")
+    try:
+        with SessionStore.open(primary, read_url=replica, index_in_background=False) as store:
+            assert store.list_sessions() == []  # not "relation sessions does not exist" from the replica
+            assert store.search("anything") == []
+    finally:
+        clusters.resume_replay()
+        clusters.query(clusters.primary_port, "DROP DATABASE brutus_replica_fresh WITH (FORCE)")
+
+
 def test_a_batch_reads_the_primary(clusters: Clusters) -> None:
     with replica_store(clusters) as store:
         store.list_sessions(limit=1)  # the replica is caught up with this store: it serves reads
@@ -163,14 +179,21 @@ def test_a_stopped_replica_sends_reads_to_the_primary_until_its_rest_is_over(clu
         first = other.create_session(title="replica down").id
         assert first in ids(store.list_sessions())  # fell back in the same call
         assert store.stats(first).messages == 0
+        mine = store.create_session(title="written with the replica down").id  # writes: the primary only
+        assert store.get_session(mine).title == "written with the replica down"
         # the replica is back, but resting: reads stay on the primary (which sees what the replica lacks)
         clusters.start_replica()
         clusters.pause_replay()
         second = other.create_session(title="replica resting").id
         assert second in ids(store.list_sessions())
         clock.now += replica_module.RETRY_S  # the rest is over: the replica is tried again, and serves
+        clusters.resume_replay()
+        store.list_sessions(limit=1)  # where the primary is after this store's write...
+        clusters.wait_caught_up()  # ...the replica has replayed
+        clusters.pause_replay()
+        third = other.create_session(title="replica lagging").id  # ...and not with this one
         listed = ids(store.list_sessions())
-        assert first in listed and second not in listed
+        assert {first, second, mine} <= listed and third not in listed
 
 
 def cut() -> Any:
@@ -181,6 +204,8 @@ def cut() -> Any:
 
 def test_a_replica_cut_during_a_read_raises_unavailable_and_rests(clusters: Clusters) -> None:
     with replica_store(clusters) as store, primary_store(clusters) as other:
+        store.list_sessions(limit=1)  # where the primary is when the store opened...
+        clusters.wait_caught_up()  # ...the replica has replayed: the next read goes to it
         with pytest.raises(Unavailable, match="read replica failed during the read.*retryable") as raised:
             store.run(Tx(cut(), write=False, replica=True))
         assert raised.value.retryable
@@ -210,7 +235,9 @@ async def test_async_replica_reads_writes_and_fallback(clusters: Clusters) -> No
             inside = (await store.create_session(title="async batch")).id
             assert inside in ids(await store.list_sessions())
         assert (await store.stats(mine)).messages == 0
-        clusters.resume_replay()  # caught up with this store's writes again: the next read goes to it
+        clusters.resume_replay()
+        await store.list_sessions(limit=1)  # where the primary is after this store's writes...
+        clusters.wait_caught_up()  # ...the replica has replayed: the next read goes to it
         with pytest.raises(Unavailable, match="read replica failed during the read"):
             await store.run(Tx(cut(), write=False, replica=True))
         clusters.stop_replica()

@@ -5,8 +5,8 @@ Rules (``SessionStore.open(url, read_url=...)`` and the async store keep them):
 - Only reads declared lag-tolerant go to the replica: ``Tx(op, write=False, replica=True)``, which listing
   (``list_sessions``), ``search``, ``stats`` and ``export`` yield. Every write, every other read (``get_session``,
   ``messages``, a live ``Conversation``'s loads) and everything inside ``store.batch()`` runs on the primary.
-- Read your writes: a replica read sees at least every write this store has committed. After a write, the
-  store's next replica read first asks the primary for its WAL insert position (one query for all the writes
+- Read your writes: a replica read sees at least every write this store has committed (the schema too when
+  its open migrated it). After a write, the store's next replica read first asks the primary for its WAL insert position (one query for all the writes
   since); the replica serves the read only if it has replayed that far, checked as the first statement of the
   read's own REPEATABLE READ transaction, so the check and the read see one snapshot. Otherwise the read runs on
   the primary. Writes of other processes reach a replica read after the replica's lag.
