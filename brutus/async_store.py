@@ -120,7 +120,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         self._workers = SQLiteConnections(sqlite) if sqlite is not None else None
         # the search index filled by a task a moment after commits (see db/indexer.py)
         self._indexer = AsyncIndexer(self._index_batch) if index_in_background and not read_only else None
-        self._replica = Replica(read_engine) if read_engine is not None else None
+        self._replica = Replica(read_engine, asyncio.Lock()) if read_engine is not None else None
 
     @classmethod
     async def open(
@@ -239,12 +239,14 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         batch = self._batch.get()
         if (batch is not None and batch.open) or not replica.usable():
             return None
-        if replica.take_stale():
-            try:
-                replica.seen(await self._run(primary_position(), write=False))
-            except BaseException:
-                replica.wrote()  # still to be asked
-                raise
+        if replica.stale:
+            async with replica.lock:  # a task that waited here finds the position read, unless it wrote since
+                if replica.take_stale():
+                    try:
+                        replica.seen(await self._run(primary_position(), write=False))
+                    except BaseException:
+                        replica.wrote()  # still to be asked
+                        raise
         connection, ready = None, False
         try:
             connection = await replica.engine.connect()

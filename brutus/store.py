@@ -89,7 +89,7 @@ class SessionStore(StoreCalls, mode="sync"):
         self._local = threading.local()  # SQLite: one driver connection kept per thread (no pool round trip)
         self._held: list[Any] = []
         self._held_lock = threading.Lock()
-        self._replica = Replica(read_engine) if read_engine is not None else None
+        self._replica = Replica(read_engine, threading.Lock()) if read_engine is not None else None
 
     @classmethod
     def open(
@@ -280,12 +280,14 @@ class SessionStore(StoreCalls, mode="sync"):
         read must go to the primary (inside a batch, the replica resting, behind, or failing now)."""
         if self._batch.get() is not None or not replica.usable():
             return None
-        if replica.take_stale():
-            try:
-                replica.seen(self._run(primary_position(), write=False))
-            except BaseException:
-                replica.wrote()  # still to be asked
-                raise
+        if replica.stale:
+            with replica.lock:  # a thread that waited here finds the position read, unless it wrote since
+                if replica.take_stale():
+                    try:
+                        replica.seen(self._run(primary_position(), write=False))
+                    except BaseException:
+                        replica.wrote()  # still to be asked
+                        raise
         connection, ready = None, False
         try:
             connection = replica.engine.connect().execution_options(**READ)

@@ -10,8 +10,10 @@ is tried again only after a rest. Both stores, sync and async.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -159,6 +161,45 @@ def test_the_schema_a_store_migrated_is_waited_for(clusters: Clusters) -> None:
     finally:
         clusters.resume_replay()
         clusters.query(clusters.primary_port, "DROP DATABASE brutus_replica_fresh WITH (FORCE)")
+
+
+def test_threads_and_tasks_read_their_own_writes_from_a_streaming_replica(clusters: Clusters) -> None:
+    """Writers sharing a store each read back what they just wrote through a replica-routed read (``stats``),
+    while the replica streams a few milliseconds behind: never a stale answer."""
+    rounds, stale = 25, []
+
+    def writer(store: SessionStore) -> None:
+        for _ in range(rounds):
+            session = store.create_session(title="own write")
+            store.append_message(session.id, "user")
+            if store.stats(session.id).messages != 1:
+                stale.append(session.id)
+
+    with replica_store(clusters) as store:
+        threads = [threading.Thread(target=writer, args=(store,)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert stale == []
+
+    async def tasks() -> None:
+        store = await AsyncSessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False)
+
+        async def task() -> None:
+            for _ in range(rounds):
+                session = await store.create_session(title="own write")
+                await store.append_message(session.id, "user")
+                if (await store.stats(session.id)).messages != 1:
+                    stale.append(session.id)
+
+        try:
+            await asyncio.gather(*(task() for _ in range(4)))
+        finally:
+            await store.close()
+
+    asyncio.run(tasks())
+    assert stale == []
 
 
 def test_a_batch_reads_the_primary(clusters: Clusters) -> None:

@@ -6,10 +6,11 @@ Rules (``SessionStore.open(url, read_url=...)`` and the async store keep them):
   (``list_sessions``), ``search``, ``stats`` and ``export`` yield. Every write, every other read (``get_session``,
   ``messages``, a live ``Conversation``'s loads) and everything inside ``store.batch()`` runs on the primary.
 - Read your writes: a replica read sees at least every write this store has committed (the schema too when
-  its open migrated it). After a write, the store's next replica read first asks the primary for its WAL insert position (one query for all the writes
-  since); the replica serves the read only if it has replayed that far, checked as the first statement of the
-  read's own REPEATABLE READ transaction, so the check and the read see one snapshot. Otherwise the read runs on
-  the primary. Writes of other processes reach a replica read after the replica's lag.
+  its open migrated it). After a write, the store's next replica read first asks the primary where its WAL
+  ends (one query for all the writes since, one thread or task at a time: the others wait for its answer);
+  the replica serves the read only if it has replayed that far, checked as the first statement of the read's
+  own REPEATABLE READ transaction, so the check and the read see one snapshot. Otherwise the read runs on the
+  primary. Writes of other processes reach a replica read after the replica's lag.
 - A replica that fails (down, the connection cut, a query cancelled by replay) serves nothing for
   ``RETRY_S`` seconds: reads go to the primary and the replica is tried again after that. A failure before the
   read began (connecting, the check) falls back to the primary in the same call; one in the middle of the read
@@ -18,7 +19,6 @@ Rules (``SessionStore.open(url, read_url=...)`` and the async store keep them):
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -84,30 +84,31 @@ def caught_up(needed: int) -> Op:
 
 class Replica:
     """A store's replica: its engine, the WAL position its reads must see, and whether it is resting after a
-    failure (module docstring). Shared by the threads or tasks of one store."""
+    failure (module docstring). Shared by the threads or tasks of one store: ``lock`` (a ``threading.Lock``, an
+    ``asyncio.Lock`` on the async store) is held while one of them reads the primary's position."""
 
-    def __init__(self, engine: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, engine: Any, lock: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine  # an Engine, or an AsyncEngine on the async store
+        self.lock = lock
         self.clock = clock
         self.needed = 0  # the primary's WAL position the replica must have replayed
         self.stale = False  # this store wrote since ``needed`` was read
         self.down_until = 0.0
-        self._lock = threading.Lock()
 
     def wrote(self) -> None:
         """A write of this store committed: the next replica read asks the primary where it is."""
         self.stale = True
 
     def take_stale(self) -> bool:
-        """Whether the primary's position must be read first (and the store forgets it wrote: cleared before
-        that read, so a write committing meanwhile asks again)."""
+        """Under ``lock``: whether the primary's position must be read first (and the store forgets it wrote:
+        cleared before that read, so a write committing meanwhile asks again)."""
         stale, self.stale = self.stale, False
         return stale
 
     def seen(self, position: int) -> None:
-        """The primary's position, read after this store's writes: the least the replica must have replayed."""
-        with self._lock:  # threads reading positions concurrently: keep the largest
-            self.needed = max(self.needed, position)
+        """Under ``lock``: the primary's position, read after this store's writes: the least the replica must
+        have replayed from now on."""
+        self.needed = max(self.needed, position)
 
     def usable(self) -> bool:
         """Whether reads may try the replica (it is not resting after a failure)."""
