@@ -227,9 +227,11 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         if connection is None:
             return await self._run(op, write=False)
         try:
-            return await connection.run_sync(drive, op)
-        except (OperationalError, InterfaceError) as exc:  # cut, or cancelled by replay: not the read's fault
-            raise failure(replica, exc) from exc
+            with translate_errors():
+                try:
+                    return await connection.run_sync(drive, op)
+                except (OperationalError, InterfaceError) as exc:  # cut, or cancelled by replay: not the read's fault
+                    raise failure(replica, exc) from exc
         finally:
             await connection.close()
 

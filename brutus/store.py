@@ -269,7 +269,7 @@ class SessionStore(StoreCalls, mode="sync"):
         connection = self._replica_transaction(replica)
         if connection is None:
             return self._run(op, write=False)
-        with connection:
+        with connection, translate_errors():
             try:
                 return drive(connection, op)
             except (OperationalError, InterfaceError) as exc:  # cut, or cancelled by replay: not the read's fault

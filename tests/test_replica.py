@@ -23,7 +23,7 @@ from sqlalchemy import text
 from cli_helpers import run
 from pgcluster import Clusters, wait_for
 
-from brutus import AsyncSessionStore, InvalidInput, NotFound, SessionStore, TextPart, Unavailable
+from brutus import AsyncSessionStore, DatabaseError, InvalidInput, NotFound, SessionStore, TextPart, Unavailable
 from brutus.db import replica as replica_module
 from brutus.db.engine import make_engine
 from brutus.db.runner import drive
@@ -243,10 +243,18 @@ def cut() -> Any:
     yield step(text("SELECT 1"), {}, fetch="first")
 
 
+def divide_by_zero() -> Any:
+    """A read the server refuses: a query error, not a failing replica."""
+    yield step(text("SELECT 1 / 0"), {}, fetch="first")
+
+
 def test_a_replica_cut_during_a_read_raises_unavailable_and_rests(clusters: Clusters) -> None:
     with replica_store(clusters) as store, primary_store(clusters) as other:
         store.list_sessions(limit=1)  # where the primary is when the store opened...
         clusters.wait_caught_up()  # ...the replica has replayed: the next read goes to it
+        with pytest.raises(DatabaseError, match="division by zero") as refused:
+            store.run(Tx(divide_by_zero(), write=False, replica=True))
+        assert not isinstance(refused.value, Unavailable)  # the replica does not rest for it: the cut reaches it
         with pytest.raises(Unavailable, match="read replica failed during the read.*retryable") as raised:
             store.run(Tx(cut(), write=False, replica=True))
         assert raised.value.retryable
