@@ -4,8 +4,10 @@ What is shown on the standby itself, with its WAL replay paused so it lags on de
 (listing, search, stats, export) really come from it (a row written by another store while replay is paused
 is missing from them, and present for a read the primary serves); the store that wrote never reads anything
 older than its own acknowledged writes (its reads go to the primary until the standby has replayed them), nor
-inside a batch; writes never go to the standby; a standby that is stopped sends the reads to the primary and
-is tried again only after a rest. Both stores, sync and async.
+inside a batch, nor before the standby has the schema its open created; threads and tasks sharing a store
+read their own writes through a streaming standby; writes never go to the standby; a standby that is stopped
+sends the reads to the primary and is tried again only after a rest; one cut mid-read raises ``Unavailable``.
+The CLI's ``--read-url`` / ``$BRUTUS_READ_URL``. Both stores, sync and async.
 """
 
 from __future__ import annotations
