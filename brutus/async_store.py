@@ -48,6 +48,7 @@ from .db.runner import Clock, drive, now_ms, translate_errors  # noqa: E402
 from .db.search_ops import index_pending  # noqa: E402
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction  # noqa: E402
 from .db.statements import Op  # noqa: E402
+from .db.tenants import check_tenant, prepare_tenant, set_tenant, tenant_url  # noqa: E402
 from .errors import InvalidInput  # noqa: E402
 from .flows import HeldLocks, InBatch, Locked, StorageBytes, Summarize, Tx, Unindexed, Vacuum, adrive_flow  # noqa: E402
 from .live.conversation import AsyncConversation  # noqa: E402
@@ -67,11 +68,14 @@ class _Batch:
     begun: bool = False  # SQLite: a call was sent, so its trip began the transaction
 
 
-def _prepare_schema(url: str, auto_migrate: bool, create: bool, read_only: bool) -> None:
-    """Upgrade (or check) the schema with the sync migration code, on a sync engine used only for that."""
+def _prepare_schema(url: str, auto_migrate: bool, create: bool, read_only: bool, tenant: str | None) -> None:
+    """Upgrade (or check) the schema with the sync migration code, on a sync engine used only for that (and
+    ready a PostgreSQL tenant, ``brutus.db.tenants.prepare_tenant``)."""
     engine = make_engine(sync_url(url), create=create, read_only=read_only)
     try:
         prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
+        if tenant is not None and engine.dialect.name == "postgresql":
+            prepare_tenant(engine, tenant, read_only=read_only)
     finally:
         engine.dispose()
 
@@ -81,6 +85,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
     ``await AsyncSessionStore.open(url)``; every method of ``SessionStore`` is here, awaitable."""
 
     conversation_type = AsyncConversation
+    tenant: str | None = None  # the tenant ``open`` was given (``brutus.db.tenants``)
 
     def __init__(
         self,
@@ -125,19 +130,25 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         read_only: bool = False,
         clock: Clock = now_ms,
         index_in_background: bool = True,
+        tenant: str | None = None,
     ) -> AsyncSessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
-        dir), the same URLs and options ``SessionStore.open`` takes."""
-        url = url or default_url()
+        dir), the same URLs and options ``SessionStore.open`` takes (``tenant`` too)."""
+        tenant = check_tenant(tenant)
+        url = tenant_url(url or default_url(), tenant)
         create = create and not read_only
         engine = make_async_engine(url, create=create, read_only=read_only)
         try:
             with translate_errors():
-                await asyncio.to_thread(_prepare_schema, url, auto_migrate, create, read_only)
+                await asyncio.to_thread(_prepare_schema, url, auto_migrate, create, read_only, tenant)
         except BaseException:
             await engine.dispose()
             raise
-        return cls(engine, url=redact(url), clock=clock, read_only=read_only, index_in_background=index_in_background)
+        if tenant is not None and engine.dialect.name == "postgresql":
+            set_tenant(engine.sync_engine, tenant)
+        store = cls(engine, url=redact(url), clock=clock, read_only=read_only, index_in_background=index_in_background)
+        store.tenant = tenant
+        return store
 
     async def close(self) -> None:
         if self._indexer is not None:

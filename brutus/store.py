@@ -38,6 +38,7 @@ from .db.runner import Clock, drive, now_ms, translate, translate_errors
 from .db.search_ops import index_pending
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction
 from .db.statements import Op
+from .db.tenants import check_tenant, prepare_tenant, set_tenant, tenant_url
 from .errors import InvalidInput
 from .flows import HeldLocks, InBatch, Locked, StorageBytes, Summarize, Tx, Unindexed, Vacuum, drive_flow
 from .live.conversation import Conversation
@@ -49,6 +50,7 @@ class SessionStore(StoreCalls, mode="sync"):
     """The persistent, compaction-aware session store (sync). Build it with ``SessionStore.open(url)``."""
 
     conversation_type = Conversation
+    tenant: str | None = None  # the tenant ``open`` was given (``brutus.db.tenants``)
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class SessionStore(StoreCalls, mode="sync"):
         read_only: bool = False,
         clock: Clock = now_ms,
         index_in_background: bool = True,
+        tenant: str | None = None,
     ) -> SessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
         dir). With ``auto_migrate`` the schema is upgraded in place; without, a database behind head raises
@@ -105,17 +108,24 @@ class SessionStore(StoreCalls, mode="sync"):
         ``read_only``: open an existing database without creating, migrating or writing anything (implies
         ``create=False``; the schema must be at head). ``index_in_background``: a thread puts what is written
         into the search index a moment after commits (``brutus.db.indexer``); without, the next search or
-        ``settle`` does."""
-        url = url or default_url()
+        ``settle`` does. ``tenant``: every call sees and writes that tenant's sessions only (PostgreSQL's
+        row-level security, SQLite a file of the tenant's own: ``brutus.db.tenants``)."""
+        tenant = check_tenant(tenant)
+        url = tenant_url(url or default_url(), tenant)
         create = create and not read_only
         engine = make_engine(url, create=create, read_only=read_only)
         try:
             with translate_errors():
                 prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
+                if tenant is not None and engine.dialect.name == "postgresql":
+                    prepare_tenant(engine, tenant, read_only=read_only)
+                    set_tenant(engine, tenant)
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine, url=redact(url), clock=clock, read_only=read_only, index_in_background=index_in_background)
+        store = cls(engine, url=redact(url), clock=clock, read_only=read_only, index_in_background=index_in_background)
+        store.tenant = tenant
+        return store
 
     def close(self) -> None:
         """Release the store's connections (the store opens new ones if it is used again)."""

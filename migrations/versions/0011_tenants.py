@@ -1,0 +1,96 @@
+"""Tenants (PostgreSQL): every row says whose it is, and row-level security shows a transaction its tenant's only.
+
+- A ``tenant`` text column on every table holding session data (``TENANT_TABLES``), NOT NULL. It is added with
+  the constant default '' (no table rewrite: existing rows are tenant '', the untenanted store's), then its
+  default becomes the transaction's setting ``brutus.tenant`` (''  when unset), so no INSERT names it.
+- Row-level security, enabled and FORCEd (the table's owner is subject too), one policy per table: a row is
+  seen, written and changed only where ``tenant`` is the setting. ``SessionStore.open(url, tenant=...)``
+  sets it per transaction (``brutus.db.tenants``); superusers and BYPASSRLS roles pass the policies, so a
+  tenanted store refuses to run as one.
+- ``search_state`` gets a row per tenant (its key): one tenant's index run marks only its own rows indexed.
+- ``ix_sessions_tenant``: a tenant's list (newest first) is a range scan of its own sessions.
+- The views read with the caller's rights (``security_invoker``, PostgreSQL 15+), so their owner's
+  superuser status does not lift the policies through them.
+- SQLite: nothing; a tenant there is a file of its own (``brutus.db.tenants``).
+
+Data migrations after this one must run as a role that bypasses row-level security (the owner with
+BYPASSRLS, or a superuser): under the policies an UPDATE sees tenant '' only.
+
+One transaction: the caller's (``brutus.db.migrate``). No row is rewritten; the index is built from one read
+of ``sessions``.
+
+Revision ID: 0011
+Revises: 0010
+Create Date: 2026-12-05
+"""
+from typing import Sequence, Union
+
+from alembic import op
+
+# revision identifiers, used by Alembic.
+revision: str = '0011'
+down_revision: Union[str, Sequence[str], None] = '0010'
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
+
+TENANT_TABLES = (
+    "sessions", "messages", "parts", "tool_states", "tool_outputs", "compactions", "transcripts",
+    "transcript_entries", "search_vectors", "search_state",
+)
+CURRENT = "coalesce(current_setting('brutus.tenant', true), '')"
+VIEWS = ("pruned_parts", "search_pending")
+
+
+def _pg_upgrade(version: int) -> list[str]:
+    statements = []
+    for table in TENANT_TABLES:
+        statements += [
+            f"ALTER TABLE {table} ADD COLUMN tenant text NOT NULL DEFAULT ''",
+            f"ALTER TABLE {table} ALTER COLUMN tenant SET DEFAULT {CURRENT}",
+            f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
+            f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+            f"CREATE POLICY tenant ON {table} USING (tenant = {CURRENT}) WITH CHECK (tenant = {CURRENT})",
+        ]
+    statements += [
+        "ALTER TABLE search_state ADD CONSTRAINT pk_search_state PRIMARY KEY (tenant)",
+        "CREATE INDEX ix_sessions_tenant ON sessions (tenant, updated_at, id)",
+    ]
+    if version >= 150000:
+        statements += [f"ALTER VIEW {view} SET (security_invoker = true)" for view in VIEWS]
+    return statements
+
+
+def _pg_downgrade(version: int) -> list[str]:
+    statements = [f"ALTER VIEW {view} RESET (security_invoker)" for view in VIEWS] if version >= 150000 else []
+    statements.append("DROP INDEX ix_sessions_tenant")
+    for table in TENANT_TABLES:
+        statements += [
+            f"DROP POLICY tenant ON {table}",
+            f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY",
+            f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY",
+        ]
+    # the tenants' own index marks go; the one left marks everything pending, as it cannot vouch for their rows
+    statements += [
+        "ALTER TABLE search_state DROP CONSTRAINT pk_search_state",
+        "UPDATE search_state SET indexed = CAST('3:3:' AS pg_snapshot) "
+        "WHERE EXISTS (SELECT 1 FROM search_state WHERE tenant <> '')",
+        "DELETE FROM search_state WHERE tenant <> ''",
+    ]
+    statements += [f"ALTER TABLE {table} DROP COLUMN tenant" for table in TENANT_TABLES]
+    return statements
+
+
+def _version() -> int:
+    return int(op.get_bind().exec_driver_sql("SHOW server_version_num").scalar())
+
+
+def upgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        for statement in _pg_upgrade(_version()):
+            op.execute(statement)
+
+
+def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        for statement in _pg_downgrade(_version()):
+            op.execute(statement)
