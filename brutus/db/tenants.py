@@ -2,8 +2,8 @@
 
 - PostgreSQL: row-level security (migration 0011). Every table of session data has a ``tenant`` column whose
   default is the transaction's setting ``brutus.tenant``, and a policy that shows and accepts only rows of
-  that tenant. A tenanted store sets it at the start of each transaction (``set_config(…, true)``: local to
-  the transaction, so a pooler that hands the connection on passes nothing along); an untenanted store sets
+  that tenant. A tenanted store sets it at the start of each transaction (``SET LOCAL``: local to the
+  transaction, so a pooler that hands the connection on passes nothing along); an untenanted store sets
   nothing and is tenant ''. Superusers and BYPASSRLS roles pass every policy, so a tenanted store refuses to
   run as one (``prepare_tenant``). Each tenant keeps its own search index mark (``search_state``).
 - SQLite: one file per tenant, beside the one named: ``x.db`` with tenant ``acme`` is ``x@acme.db``
@@ -28,7 +28,9 @@ from .engine import normalize_url
 __all__ = ["TENANT_NAME", "check_tenant", "prepare_tenant", "set_tenant", "tenant_url"]
 
 TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
-_SETTING = "SELECT set_config('brutus.tenant', '{tenant}', true)"  # the name is checked: no quote in it
+# local to the transaction; a SET takes no snapshot, so a transaction may still choose its isolation after it
+# (``history_ops.consistent_reads``). The name is checked: no quote in it.
+_SETTING = "SET LOCAL brutus.tenant = '{tenant}'"
 _BYPASSES = text("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user")
 # the tenant's index mark, made before its first write: what it writes later is pending against it
 _SEARCH_STATE = text("INSERT INTO search_state (indexed) VALUES (pg_current_snapshot()) ON CONFLICT (tenant) DO NOTHING")
