@@ -27,6 +27,8 @@ from brutus.importers import import_file
 from brutus.summarizers import Summary, SummaryRequest
 
 from builders import Msg, Tool, write_history
+from cli_helpers import run
+from corpus_helpers import corpus_file
 from migration_fixtures import load_rows, read_fixture
 
 APP_ROLE = f"brutus_app_{os.getpid()}"
@@ -231,6 +233,28 @@ async def test_the_async_store_keeps_to_its_tenant(app_url: str, names: tuple[st
         assert {s.id for s in await a.list_sessions()} == {session.id, fork.id}
         assert await b.list_sessions() == [] and await b.search("gnu") == []
         assert {hit.session_id for hit in await a.search("gnu")} == {session.id, fork.id}
+
+
+def test_the_cli_takes_the_tenant_from_the_flag_or_the_environment(app_url: str, names: tuple[str, str]) -> None:
+    acme, bob = names
+    made = run("--tenant", acme, "import", corpus_file("0a725fb5"), "--db", app_url, "--json")
+    assert made.returncode == 0, made.stderr
+    imported, child = json.loads(made.stdout)["created"]
+    assert run("db", "upgrade", "--db", app_url, "--tenant", bob).returncode == 0  # SQLite: bob's file made
+
+    def listed(*args: str, env: dict[str, str] | None = None) -> list[str]:
+        result = run("sessions", "list", "--db", app_url, "--json", *args, env=env)
+        assert result.returncode == 0, result.stderr
+        return [s["id"] for s in json.loads(result.stdout)]
+
+    assert sorted(listed("--tenant", acme)) == sorted([imported, child])
+    assert sorted(listed(env={"BRUTUS_TENANT": acme})) == sorted([imported, child])
+    assert listed("--tenant", bob, env={"BRUTUS_TENANT": acme}) == []  # the flag wins
+    assert listed(env={"BRUTUS_TENANT": bob}) == []
+    shown = run("show", imported, "--db", app_url, "--tenant", bob)
+    assert shown.returncode == 1 and "not found" in shown.stderr
+    bad = run("sessions", "list", "--db", app_url, "--tenant", "no/such")
+    assert bad.returncode != 0 and "not a tenant name" in bad.stderr and "Traceback" not in bad.stderr
 
 
 # -- PostgreSQL: row-level security itself ---------------------------------------------------------------------
