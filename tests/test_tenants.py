@@ -257,6 +257,44 @@ def test_the_cli_takes_the_tenant_from_the_flag_or_the_environment(app_url: str,
     assert bad.returncode != 0 and "not a tenant name" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.anyio
+async def test_an_openai_agents_session_id_is_the_tenants_own(app_url: str, names: tuple[str, str]) -> None:
+    from brutus.integrations.openai_agents import BrutusSession
+
+    async with await AsyncSessionStore.open(app_url, tenant=names[0]) as a, await AsyncSessionStore.open(
+        app_url, tenant=names[1]
+    ) as b:
+        mine, theirs = BrutusSession("user-42", a), BrutusSession("user-42", b)
+        await mine.add_items([{"role": "user", "content": "acme's question"}])
+        await theirs.add_items([{"role": "user", "content": "bob's question"}])
+        assert await mine.get_items() == [{"role": "user", "content": "acme's question"}]
+        assert await theirs.get_items() == [{"role": "user", "content": "bob's question"}]
+        assert mine.brutus_session_id != theirs.brutus_session_id
+        await theirs.clear_session()
+        assert await mine.get_items() == [{"role": "user", "content": "acme's question"}]
+        with pytest.raises(NotFound):
+            await b.get_session(mine.brutus_session_id)
+
+
+@pytest.mark.anyio
+async def test_a_claude_agent_sdk_key_is_the_tenants_own(app_url: str, names: tuple[str, str]) -> None:
+    from brutus.integrations.claude_agent_sdk import BrutusSessionStore
+
+    key = {"project_key": "-app", "session_id": "4f1c2a9e-0000-4000-8000-000000000001"}
+    async with await AsyncSessionStore.open(app_url, tenant=names[0]) as a, await AsyncSessionStore.open(
+        app_url, tenant=names[1]
+    ) as b:
+        mine, theirs = BrutusSessionStore(a), BrutusSessionStore(b)
+        await mine.append(key, [{"type": "user", "uuid": "u1", "message": {"role": "user", "content": "acme"}}])
+        assert await theirs.load(key) is None and await theirs.list_sessions("-app") == []
+        await theirs.append(key, [{"type": "user", "uuid": "u1", "message": {"role": "user", "content": "bob"}}])
+        assert [e["message"]["content"] for e in await mine.load(key)] == ["acme"]
+        assert [e["message"]["content"] for e in await theirs.load(key)] == ["bob"]
+        assert [s["session_id"] for s in await mine.list_sessions("-app")] == [key["session_id"]]
+        await theirs.delete(key)
+        assert [e["message"]["content"] for e in await mine.load(key)] == ["acme"]
+
+
 # -- PostgreSQL: row-level security itself ---------------------------------------------------------------------
 
 

@@ -9,6 +9,8 @@
   tenanted store refuses to run as one.
 - ``search_state`` gets a row per tenant (its key): one tenant's index run marks only its own rows indexed.
 - ``ix_sessions_tenant``: a tenant's list (newest first) is a range scan of its own sessions.
+- An SDK's transcript key is unique per tenant (``uq_transcripts_…`` leads with ``tenant``): two tenants
+  may name their OpenAI Agents sessions alike.
 - The views read with the caller's rights (``security_invoker``, PostgreSQL 15+), so their owner's
   superuser status does not lift the policies through them.
 - SQLite: nothing; a tenant there is a file of its own (``brutus.db.tenants``).
@@ -39,6 +41,7 @@ TENANT_TABLES = (
 )
 CURRENT = "coalesce(current_setting('brutus.tenant', true), '')"
 VIEWS = ("pruned_parts", "search_pending")
+TRANSCRIPT_KEY = "uq_transcripts_sdk_project_key_external_id_subpath"  # 0003's name, kept
 
 
 def _pg_upgrade(version: int) -> list[str]:
@@ -54,6 +57,8 @@ def _pg_upgrade(version: int) -> list[str]:
     statements += [
         "ALTER TABLE search_state ADD CONSTRAINT pk_search_state PRIMARY KEY (tenant)",
         "CREATE INDEX ix_sessions_tenant ON sessions (tenant, updated_at, id)",
+        f"ALTER TABLE transcripts DROP CONSTRAINT {TRANSCRIPT_KEY}",
+        f"ALTER TABLE transcripts ADD CONSTRAINT {TRANSCRIPT_KEY} UNIQUE (tenant, sdk, project_key, external_id, subpath)",
     ]
     if version >= 150000:
         statements += [f"ALTER VIEW {view} SET (security_invoker = true)" for view in VIEWS]
@@ -62,7 +67,11 @@ def _pg_upgrade(version: int) -> list[str]:
 
 def _pg_downgrade(version: int) -> list[str]:
     statements = [f"ALTER VIEW {view} RESET (security_invoker)" for view in VIEWS] if version >= 150000 else []
-    statements.append("DROP INDEX ix_sessions_tenant")
+    statements += [
+        "DROP INDEX ix_sessions_tenant",
+        f"ALTER TABLE transcripts DROP CONSTRAINT {TRANSCRIPT_KEY}",
+        f"ALTER TABLE transcripts ADD CONSTRAINT {TRANSCRIPT_KEY} UNIQUE (sdk, project_key, external_id, subpath)",
+    ]
     for table in TENANT_TABLES:
         statements += [
             f"DROP POLICY tenant ON {table}",
