@@ -330,6 +330,21 @@ def test_sql_as_the_application_role_sees_and_writes_nothing_of_another_tenant(p
 
 
 @pytest.mark.parametrize("backend", ["postgresql"])
+def test_an_untenanted_superuser_store_sees_every_tenant_and_leaves_their_index_whole(pair, pg_app, names) -> None:
+    """A role that passes row-level security (an operator's) lists and searches every tenant; its index run
+    writes each tenant's vectors as that tenant's and moves only its own mark."""
+    a, b = pair
+    first = write_history(a, [Msg("user", "quokka one")])
+    theirs = write_history(b, [Msg("user", "quokka two")])
+    with SessionStore.open(pg_app[0], index_in_background=False) as operator:
+        assert {first, theirs} <= {s.id for s in operator.list_sessions()}
+        assert {first, theirs} <= {hit.session_id for hit in operator.search("quokka")}
+    second = write_history(a, [Msg("user", "quokka three")])
+    assert {hit.session_id for hit in a.search("quokka")} == {first, second}
+    assert {hit.session_id for hit in b.search("quokka")} == {theirs}
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
 def test_a_role_that_passes_row_level_security_is_refused(backend: str, pg_app) -> None:
     admin, _ = pg_app
     with pytest.raises(InvalidInput, match="superuser or has BYPASSRLS"):

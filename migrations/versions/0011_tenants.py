@@ -7,7 +7,10 @@
   seen, written and changed only where ``tenant`` is the setting. ``SessionStore.open(url, tenant=...)``
   sets it per transaction (``brutus.db.tenants``); superusers and BYPASSRLS roles pass the policies, so a
   tenanted store refuses to run as one.
-- ``search_state`` gets a row per tenant (its key): one tenant's index run marks only its own rows indexed.
+- ``search_state`` gets a row per tenant (its key): one tenant's index run marks only its own rows indexed,
+  and ``search_pending`` reads the mark of the transaction's tenant (a role that passes the policies, such as
+  the owner with BYPASSRLS, sees every tenant's row: the view names the one it means). A search vector is its
+  part's tenant's (``brutus.db.search_ops``).
 - ``ix_sessions_tenant``: a tenant's list (newest first) is a range scan of its own sessions.
 - An SDK's transcript key is unique per tenant (``uq_transcripts_…`` leads with ``tenant``): two tenants
   may name their OpenAI Agents sessions alike.
@@ -25,6 +28,8 @@ Revision ID: 0011
 Revises: 0010
 Create Date: 2026-12-05
 """
+import importlib.util
+from pathlib import Path
 from typing import Sequence, Union
 
 from alembic import op
@@ -44,6 +49,29 @@ VIEWS = ("pruned_parts", "search_pending")
 TRANSCRIPT_KEY = "uq_transcripts_sdk_project_key_external_id_subpath"  # 0003's name, kept
 
 
+def _revision(name: str):
+    """An older revision's module, for its definitions (an old revision is read, never changed)."""
+    spec = importlib.util.spec_from_file_location(f"brutus_revision_{name[:4]}", Path(__file__).with_name(name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+R0005 = _revision("0005_search_off_the_write_path.py")
+
+
+def _pending_view(mark: str) -> str:
+    """0005's ``search_pending`` with the index mark read as ``mark`` (a row of ``search_state``)."""
+    selects = []
+    for table, id_column, kind, document, scope, _, _ in R0005.PG_TABLES:
+        pending = R0005.PG_PENDING_ROW.replace("FROM search_state", mark)
+        selects.append(
+            f"SELECT {id_column} AS part_id, {kind} AS kind, {document} AS body FROM {table} "
+            f"WHERE {pending}" + (f" AND {scope}" if scope else "")
+        )
+    return "CREATE VIEW search_pending AS " + " UNION ALL ".join(selects)
+
+
 def _pg_upgrade(version: int) -> list[str]:
     statements = []
     for table in TENANT_TABLES:
@@ -55,6 +83,8 @@ def _pg_upgrade(version: int) -> list[str]:
             f"CREATE POLICY tenant ON {table} USING (tenant = {CURRENT}) WITH CHECK (tenant = {CURRENT})",
         ]
     statements += [
+        "DROP VIEW search_pending",
+        _pending_view(f"FROM search_state WHERE tenant = {CURRENT}"),
         "ALTER TABLE search_state ADD CONSTRAINT pk_search_state PRIMARY KEY (tenant)",
         "CREATE INDEX ix_sessions_tenant ON sessions (tenant, updated_at, id)",
         f"ALTER TABLE transcripts DROP CONSTRAINT {TRANSCRIPT_KEY}",
@@ -66,8 +96,10 @@ def _pg_upgrade(version: int) -> list[str]:
 
 
 def _pg_downgrade(version: int) -> list[str]:
-    statements = [f"ALTER VIEW {view} RESET (security_invoker)" for view in VIEWS] if version >= 150000 else []
+    statements = ["ALTER VIEW pruned_parts RESET (security_invoker)"] if version >= 150000 else []
     statements += [
+        "DROP VIEW search_pending",
+        _pending_view("FROM search_state"),
         "DROP INDEX ix_sessions_tenant",
         f"ALTER TABLE transcripts DROP CONSTRAINT {TRANSCRIPT_KEY}",
         f"ALTER TABLE transcripts ADD CONSTRAINT {TRANSCRIPT_KEY} UNIQUE (sdk, project_key, external_id, subpath)",
