@@ -5,7 +5,8 @@ Three stores on one server, each on a database of its own made for the run (``--
 dropped afterwards, all connected as ``--role`` (no superuser, so row-level security applies to it): one on
 a database migrated to 0010 (no tenant column, no policies), one on a database at head untenanted (tenant
 '': every statement carries the policy's filter), one on that database in a tenant (the policy, and the
-``SET LOCAL`` that begins each transaction). The calls go round the three stores one at a time, so what
+``SET LOCAL`` that begins each transaction). The calls go round the three stores one at a time (each first
+in turn), so what
 the other processes on the machine do falls on all three alike; ``bench_calls.py --postgres`` compares
 whole processes, base against this checkout, and is at the mercy of that noise. Prints the median of each
 store's per-round medians in microseconds, and its ratio to the 0010 store.
@@ -64,9 +65,10 @@ def _round(stores: list[SessionStore], sessions: list[str], call: Callable[[Sess
     """``call`` ``count`` times on each store in turn; each store's median, in microseconds."""
     times: list[list[float]] = [[] for _ in stores]
     for i in range(count):
-        for n, (store, session) in enumerate(zip(stores, sessions)):
+        for step in range(len(stores)):
+            n = (i + step) % len(stores)  # each store first in turn: no store always follows the same one
             began = time.perf_counter()
-            call(store, session, start + i)
+            call(stores[n], sessions[n], start + i)
             times[n].append(time.perf_counter() - began)
     return [statistics.median(t) * 1e6 for t in times]
 
