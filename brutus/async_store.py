@@ -52,6 +52,7 @@ from .db.runner import Clock, drive, now_ms, translate_errors  # noqa: E402
 from .db.search_ops import index_pending  # noqa: E402
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction  # noqa: E402
 from .db.statements import Op  # noqa: E402
+from .db.tenants import check_tenant, prepare_tenant, set_tenant, tenant_url  # noqa: E402
 from .errors import InvalidInput  # noqa: E402
 from .flows import HeldLocks, InBatch, Locked, StorageBytes, Summarize, Tx, Unindexed, Vacuum, adrive_flow  # noqa: E402
 from .live.conversation import AsyncConversation  # noqa: E402
@@ -71,12 +72,15 @@ class _Batch:
     begun: bool = False  # SQLite: a call was sent, so its trip began the transaction
 
 
-def _prepare_schema(url: str, auto_migrate: bool, create: bool, read_only: bool) -> bool:
-    """Upgrade (or check) the schema with the sync migration code, on a sync engine used only for that;
-    whether it migrated."""
+def _prepare_schema(url: str, auto_migrate: bool, create: bool, read_only: bool, tenant: str | None) -> bool:
+    """Upgrade (or check) the schema with the sync migration code, on a sync engine used only for that (and
+    ready a PostgreSQL tenant, ``brutus.db.tenants.prepare_tenant``); whether it migrated."""
     engine = make_engine(sync_url(url), create=create, read_only=read_only)
     try:
-        return prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
+        migrated = prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
+        if tenant is not None and engine.dialect.name == "postgresql":
+            prepare_tenant(engine, tenant, read_only=read_only)
+        return migrated
     finally:
         engine.dispose()
 
@@ -86,6 +90,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
     ``await AsyncSessionStore.open(url)``; every method of ``SessionStore`` is here, awaitable."""
 
     conversation_type = AsyncConversation
+    tenant: str | None = None  # the tenant ``open`` was given (``brutus.db.tenants``)
 
     def __init__(
         self,
@@ -133,22 +138,29 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         clock: Clock = now_ms,
         index_in_background: bool = True,
         read_url: str | None = None,
+        tenant: str | None = None,
     ) -> AsyncSessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
-        dir), the same URLs and options ``SessionStore.open`` takes (``read_url``: a read replica)."""
-        url = url or default_url()
+        dir), the same URLs and options ``SessionStore.open`` takes (``read_url``: a read replica; ``tenant``)."""
+        tenant = check_tenant(tenant)
+        url = tenant_url(url or default_url(), tenant)
         create = create and not read_only
         replica = engine_settings(url, read_url) if read_url is not None else None
         engine = make_async_engine(url, create=create, read_only=read_only)
         try:
             with translate_errors():
-                migrated = await asyncio.to_thread(_prepare_schema, url, auto_migrate, create, read_only)
+                migrated = await asyncio.to_thread(_prepare_schema, url, auto_migrate, create, read_only, tenant)
         except BaseException:
             await engine.dispose()
             raise
         read_engine = make_async_engine(read_url, **replica) if replica is not None else None
+        if tenant is not None and engine.dialect.name == "postgresql":
+            set_tenant(engine.sync_engine, tenant)
+            if read_engine is not None:
+                set_tenant(read_engine.sync_engine, tenant)  # the replica's reads are the tenant's too
         settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background)
         store = cls(engine, url=redact(url), read_engine=read_engine, **settings)
+        store.tenant = tenant
         if migrated and store._replica is not None:
             store._replica.wrote()  # the replica's reads wait for the schema this open wrote
         return store

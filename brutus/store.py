@@ -42,6 +42,7 @@ from .db.runner import Clock, drive, now_ms, translate, translate_errors
 from .db.search_ops import index_pending
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction
 from .db.statements import Op
+from .db.tenants import check_tenant, prepare_tenant, set_tenant, tenant_url
 from .errors import InvalidInput
 from .flows import HeldLocks, InBatch, Locked, StorageBytes, Summarize, Tx, Unindexed, Vacuum, drive_flow
 from .live.conversation import Conversation
@@ -53,6 +54,7 @@ class SessionStore(StoreCalls, mode="sync"):
     """The persistent, compaction-aware session store (sync). Build it with ``SessionStore.open(url)``."""
 
     conversation_type = Conversation
+    tenant: str | None = None  # the tenant ``open`` was given (``brutus.db.tenants``)
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class SessionStore(StoreCalls, mode="sync"):
         clock: Clock = now_ms,
         index_in_background: bool = True,
         read_url: str | None = None,
+        tenant: str | None = None,
     ) -> SessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
         dir). With ``auto_migrate`` the schema is upgraded in place; without, a database behind head raises
@@ -114,20 +117,28 @@ class SessionStore(StoreCalls, mode="sync"):
         into the search index a moment after commits (``brutus.db.indexer``); without, the next search or
         ``settle`` does. ``read_url``: a PostgreSQL streaming replica of ``url`` for the reads that tolerate
         lag (listing, search, stats, export), never staler than this store's own writes (``brutus.db.replica``);
-        ``InvalidInput`` on SQLite."""
-        url = url or default_url()
+        ``InvalidInput`` on SQLite. ``tenant``: every call sees and writes that tenant's sessions only
+        (PostgreSQL's row-level security, SQLite a file of the tenant's own: ``brutus.db.tenants``)."""
+        tenant = check_tenant(tenant)
+        url = tenant_url(url or default_url(), tenant)
         create = create and not read_only
         replica = engine_settings(url, read_url) if read_url is not None else None
         engine = make_engine(url, create=create, read_only=read_only)
         try:
             with translate_errors():
                 migrated = prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
+                if tenant is not None and engine.dialect.name == "postgresql":
+                    prepare_tenant(engine, tenant, read_only=read_only)
+                    set_tenant(engine, tenant)
         except BaseException:
             engine.dispose()
             raise
         read_engine = make_engine(read_url, **replica) if replica is not None else None
+        if read_engine is not None and tenant is not None:
+            set_tenant(read_engine, tenant)  # the replica's reads are the tenant's too
         settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background)
         store = cls(engine, url=redact(url), read_engine=read_engine, **settings)
+        store.tenant = tenant
         if migrated and store._replica is not None:
             store._replica.wrote()  # the replica's reads wait for the schema this open wrote
         return store
