@@ -8,6 +8,13 @@ error, never a silent skip.
 The slow reliability tests (marked ``slow``: crashes, races, fuzzing, every corpus session) run when
 ``BRUTUS_TEST_SLOW`` or ``CI`` is set (``.ci/run`` sets it) or when ``-m`` chooses; otherwise they are
 deselected, and the header says so.
+
+``BRUTUS_TEST_PGBOUNCER_URL`` names a pgbouncer in ``pool_mode = transaction`` in front of that server
+(``.ci/run`` starts one): the tests marked ``pooler`` (tests/test_pooler.py) run when it is set and are
+deselected otherwise (under CI its absence is an error). The pooler pass, ``BRUTUS_TEST_THROUGH_POOLER=1``
+(``.ci/run`` runs the suite a second time so): the databases are still created and dropped directly on the
+server, but the tests get URLs through the pooler (same database name, the pooler's host, port and user), and
+only the tests on the ``postgresql`` backend run (the ``pooler`` tests ran in the first pass).
 """
 
 from __future__ import annotations
@@ -23,10 +30,12 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from brutus import codec
-from brutus.db.engine import normalize_url
+from brutus.db.engine import normalize_url, redact
 from brutus.store import SessionStore
 
 PG_ENV = "BRUTUS_TEST_POSTGRES_URL"
+POOLER_ENV = "BRUTUS_TEST_PGBOUNCER_URL"
+THROUGH_POOLER_ENV = "BRUTUS_TEST_THROUGH_POOLER"
 BACKENDS = ["sqlite", "postgresql"]
 TABLES = "compactions, tool_outputs, tool_states, parts, messages, sessions"
 
@@ -37,6 +46,10 @@ SLOW_ENV = "BRUTUS_TEST_SLOW"
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("CI") and not os.environ.get(PG_ENV):
         raise pytest.UsageError(f"CI is set but {PG_ENV} is not: the PostgreSQL suite must run in CI")
+    if os.environ.get("CI") and not os.environ.get(POOLER_ENV):
+        raise pytest.UsageError(f"CI is set but {POOLER_ENV} is not: the pooler tests must run in CI")
+    if os.environ.get(THROUGH_POOLER_ENV) and not (os.environ.get(POOLER_ENV) and os.environ.get(PG_ENV)):
+        raise pytest.UsageError(f"{THROUGH_POOLER_ENV} needs {POOLER_ENV} and {PG_ENV} (the databases are made on the server)")
 
 
 def _runs_slow(config: pytest.Config) -> bool:
@@ -52,7 +65,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append("brutus: PostgreSQL tests included")
     else:
         lines.append(f"brutus: PostgreSQL tests deselected (set {PG_ENV}=postgresql+psycopg://… to run them, as .ci/run does)")
+    if _through_pooler():
+        lines.append(f"brutus: the pooler pass: PostgreSQL tests only, through {redact(os.environ[POOLER_ENV])}")
+    elif not os.environ.get(POOLER_ENV):
+        lines.append(f"brutus: pooler tests deselected (set {POOLER_ENV}=postgresql+psycopg://… to a pgbouncer, as .ci/run does)")
     return lines
+
+
+def _through_pooler() -> bool:
+    return bool(os.environ.get(THROUGH_POOLER_ENV))
 
 
 def _on_postgres(item: pytest.Item) -> bool:
@@ -62,9 +83,20 @@ def _on_postgres(item: pytest.Item) -> bool:
     return callspec is not None and "postgresql" in callspec.params.values()
 
 
+def _left_out(item: pytest.Item, *, slow: bool, postgres: bool, pooler: bool) -> bool:
+    """Whether this run deselects ``item`` (module docstring)."""
+    if not slow and item.get_closest_marker("slow"):
+        return True
+    if item.get_closest_marker("pooler"):
+        return not pooler or _through_pooler()
+    if _through_pooler():
+        return not _on_postgres(item)
+    return not postgres and _on_postgres(item)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    no_slow, no_postgres = not _runs_slow(config), not os.environ.get(PG_ENV)
-    left_out = [item for item in items if (no_slow and item.get_closest_marker("slow")) or (no_postgres and _on_postgres(item))]
+    runs = {"slow": _runs_slow(config), "postgres": bool(os.environ.get(PG_ENV)), "pooler": bool(os.environ.get(POOLER_ENV))}
+    left_out = [item for item in items if _left_out(item, **runs)]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         gone = set(left_out)
@@ -72,10 +104,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class PostgresServer:
-    """Creates and drops throw-away databases on the test server."""
+    """Creates and drops throw-away databases on the test server (directly), and names them by the URL the
+    tests use: the server's, or the pooler's when one is given."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, pooler_url: str | None = None) -> None:
         self.url = make_url(normalize_url(url))
+        self.client = make_url(normalize_url(pooler_url)) if pooler_url else self.url
         self.admin = create_engine(self.url, isolation_level="AUTOCOMMIT")
         self.created: list[str] = []
 
@@ -84,7 +118,7 @@ class PostgresServer:
         with self.admin.connect() as conn:
             conn.execute(text(f'CREATE DATABASE "{name}"'))
         self.created.append(name)
-        return self.url.set(database=name).render_as_string(hide_password=False)
+        return self.client.set(database=name).render_as_string(hide_password=False)
 
     def drop_all(self) -> None:
         with self.admin.connect() as conn:
@@ -99,7 +133,7 @@ def pg_server() -> Iterator[PostgresServer | None]:
     if not url:
         yield None
         return
-    server = PostgresServer(url)
+    server = PostgresServer(url, os.environ[POOLER_ENV] if _through_pooler() else None)
     yield server
     server.drop_all()
 

@@ -11,7 +11,8 @@ that holds a snapshot stops checkpoints from restarting the log, so the file gro
 ``journal_size_limit`` gives that space back at the next restart instead of keeping the peak. brutus takes
 over BEGIN from the sqlite3 driver: a write transaction starts with ``BEGIN IMMEDIATE``, so a second process
 waits for the write lock (up to the busy timeout) instead of failing with "database is locked" when its
-read snapshot goes stale mid-transaction. PostgreSQL goes through psycopg 3.
+read snapshot goes stale mid-transaction. PostgreSQL goes through psycopg 3, which prepares no statement
+on the server, so a transaction-pooling pooler (pgbouncer) may stand in front of it.
 """
 
 from __future__ import annotations
@@ -159,8 +160,12 @@ def engine_options(url: str, *, create: bool = True, read_only: bool = False, **
         if parsed.get_driver_name() != "psycopg":
             raise InvalidInput(f"brutus talks to PostgreSQL through psycopg 3: use postgresql+psycopg://…, got {redact(url)}")
         options["pool_pre_ping"] = True
+        # no server-side prepared statements (psycopg prepares a statement run 5 times on its connection): a
+        # transaction-pooling pooler (pgbouncer) gives the next transaction another server connection, where
+        # the statement does not exist, or another client's does; benchmarks/RESULTS.md: it costs nothing direct
+        options["connect_args"] = {"prepare_threshold": None}
         if read_only:
-            options["connect_args"] = {"options": "-c default_transaction_read_only=on"}
+            options["connect_args"]["options"] = "-c default_transaction_read_only=on"
     else:
         raise InvalidInput(f"brutus supports SQLite and PostgreSQL, not {backend!r} ({redact(url)})")
     options.update(kwargs)
