@@ -13,8 +13,10 @@ deselected, and the header says so.
 (``.ci/run`` starts one): the tests marked ``pooler`` (tests/test_pooler.py) run when it is set and are
 deselected otherwise (under CI its absence is an error). The pooler pass, ``BRUTUS_TEST_THROUGH_POOLER=1``
 (``.ci/run`` runs the suite a second time so): the databases are still created and dropped directly on the
-server, but the tests get URLs through the pooler (same database name, the pooler's host, port and user), and
-only the tests on the ``postgresql`` backend run (the ``pooler`` tests ran in the first pass).
+server, but the tests get URLs through the pooler (same database name, the pooler's host, port, user and
+``?pooler=transaction``), and only the tests on the ``postgresql`` backend run (the ``pooler`` tests ran in
+the first pass). A test that opens its own SQLAlchemy engine or psycopg connection on such a URL takes
+``plain_url(url)``: without the query parameter only brutus knows.
 """
 
 from __future__ import annotations
@@ -103,6 +105,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item not in gone]
 
 
+def plain_url(url: str) -> str:
+    """``url`` without brutus's ``?pooler=`` (libpq refuses it), for an engine or connection of a test's own."""
+    return make_url(url).difference_update_query(["pooler"]).render_as_string(hide_password=False)
+
+
 class PostgresServer:
     """Creates and drops throw-away databases on the test server (directly), and names them by the URL the
     tests use: the server's, or the pooler's when one is given."""
@@ -172,7 +179,7 @@ def store_url(backend: str, tmp_path, pg_shared_url: str | None) -> Iterator[str
         yield url
         return
     assert pg_shared_url is not None
-    engine = create_engine(make_url(pg_shared_url))
+    engine = create_engine(plain_url(pg_shared_url))
     with engine.begin() as conn:
         conn.execute(text(f"TRUNCATE {TABLES} CASCADE"))
     engine.dispose()

@@ -82,6 +82,8 @@ def translate(exc: Exception) -> Exception:
         return Unavailable(f"database unavailable: {_reason(exc)} (retryable: the store reconnects)")
     if isinstance(exc, IntegrityError):
         return InvalidInput(f"refused by the database: {_reason(exc)}")
+    if isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in _PREPARED_ELSEWHERE:
+        return DatabaseError(f"database error: {_reason(exc)} ({_BEHIND_A_POOLER})")
     if isinstance(exc, OperationalError):
         reason = _reason(exc)
         if "locked" in reason or "busy" in reason:
@@ -99,6 +101,11 @@ def translate(exc: Exception) -> Exception:
     if isinstance(exc, sqlite3.Error):
         return DatabaseError(f"database error: {exc}")
     return exc
+
+
+# a prepared statement missing or there already: its server connection is not the one psycopg prepared it on
+_PREPARED_ELSEWHERE = {"26000", "42P05"}
+_BEHIND_A_POOLER = "behind a transaction-pooling pooler such as pgbouncer? add ?pooler=transaction to the database URL"
 
 
 def lost_connection(exc: Exception) -> bool:
