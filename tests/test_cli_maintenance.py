@@ -39,7 +39,7 @@ def raw_engine(url: str) -> Any:
 
 def unchecked(connection: Any) -> None:
     if connection.dialect.name == "postgresql":
-        connection.execute(text("SET session_replication_role = replica"))  # foreign keys off for this session
+        connection.execute(text("SET LOCAL session_replication_role = replica"))  # foreign keys off for this transaction (a pooler hands the session on)
 
 
 def dump(url: str) -> dict[str, list[tuple]]:

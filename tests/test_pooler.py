@@ -1,6 +1,7 @@
 """brutus behind pgbouncer in ``pool_mode = transaction``, the way managed PostgreSQL services front their servers:
 many calls of every kind from several stores over two server connections (no server-side prepared statement
-outlives its transaction), the compaction race (one winner a round, the lock free afterwards), and the pooler
+outlives its transaction; without ``?pooler=transaction`` the error says to add it), the compaction race (one
+winner a round, ``brutus check`` sees its lock held, the lock free afterwards; both stores), and the pooler
 restarted under load on both stores (calls in flight fail with a retryable ``DatabaseUnavailable``, nothing
 acknowledged is lost, the store works again by itself).
 
@@ -321,6 +322,43 @@ def test_the_compaction_race_through_the_pooler_has_one_winner_each_round(databa
         _append_turns(observer, session, round)
     for store in (*racers, observer):
         store.close()
+
+
+class AsyncHeld:
+    """An async summarizer that answers once released."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def asummarize(self, request: SummaryRequest) -> Summary:
+        self.started.set()
+        await self.release.wait()
+        return Summary(text="fixed it; next: the tests", model="fake", tokens=TokenCounts(input=500, output=20))
+
+
+@pytest.mark.anyio
+async def test_the_async_stores_compaction_lock_through_the_pooler(database: str) -> None:
+    through = make_url(os.environ[POOLER_ENV]).set(database=make_url(database).database).render_as_string(hide_password=False)
+    first, second = await AsyncSessionStore.open(through), await AsyncSessionStore.open(through)
+    writer = SessionStore.open(through)
+    session = write_history(writer, _turns(0))
+    for round in range(1, 4):
+        held = AsyncHeld()
+        winner = asyncio.create_task(first.compact(session, held))
+        await held.started.wait()
+        with pytest.raises(CompactionInProgress):
+            await second.compact(session, AsyncHeld())
+        assert _pending(await second.check()) == ["running-compaction"]
+        held.release.set()
+        await winner
+        assert _advisory_locks(database) == 0 and _pending(await second.check()) == []
+        assert [c.status for c in await second.compactions(session)] == ["completed"] * round
+        _append_turns(writer, session, round)
+        first, second = second, first
+    for store in (first, second):
+        await store.close()
+    writer.close()
 
 
 @pytest.fixture
