@@ -2,7 +2,7 @@
 many calls of every kind from several stores over two server connections (no server-side prepared statement
 outlives its transaction; without ``?pooler=transaction`` the error says to add it), the compaction race (one
 winner a round, ``brutus check`` sees its lock held, the lock free afterwards; both stores), and the pooler
-restarted under load on both stores (calls in flight fail with a retryable ``DatabaseUnavailable``, nothing
+restarted under load on both stores (calls in flight fail with a retryable ``Unavailable``, nothing
 acknowledged is lost, the store works again by itself).
 
 They run when ``BRUTUS_TEST_PGBOUNCER_URL`` names a pgbouncer (``.ci/run`` starts one; conftest deselects them
@@ -30,7 +30,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from builders import Msg, Tool, write_history
-from brutus import AsyncSessionStore, CompactionInProgress, DatabaseError, DatabaseUnavailable, InvalidInput, SessionStore
+from brutus import AsyncSessionStore, CompactionInProgress, DatabaseError, InvalidInput, SessionStore, Unavailable
 from brutus.models import TokenCounts
 from brutus.summarizers import Summary, SummaryRequest
 from conftest import POOLER_ENV
@@ -377,14 +377,14 @@ class Writer:
     def __init__(self, session: str) -> None:
         self.session = session
         self.acked: list[str] = []
-        self.unavailable: list[DatabaseUnavailable] = []
+        self.unavailable: list[Unavailable] = []
         self.unexpected: list[BaseException] = []
 
     def outcome(self, call: Callable[[], Any]) -> bool:
         """Make one call; whether to go on."""
         try:
             self.acked.append(call().id)
-        except DatabaseUnavailable as exc:
+        except Unavailable as exc:
             self.unavailable.append(exc)
         except BaseException as exc:  # noqa: BLE001 - the test fails on it
             self.unexpected.append(exc)
@@ -444,7 +444,7 @@ async def test_the_async_store_through_a_pooler_restart_the_same(database: str, 
         while not stop.is_set():
             try:
                 writer.acked.append((await store.append_message(writer.session, "user")).id)
-            except DatabaseUnavailable as exc:
+            except Unavailable as exc:
                 writer.unavailable.append(exc)
                 await asyncio.sleep(0)  # let the test's own coroutine run while the pooler is gone
             except BaseException as exc:  # noqa: BLE001 - the test fails on it

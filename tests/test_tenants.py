@@ -29,6 +29,7 @@ from brutus.summarizers import Summary, SummaryRequest
 from builders import Msg, Tool, write_history
 from cli_helpers import run
 from corpus_helpers import corpus_file
+from conftest import plain_url
 from migration_fixtures import load_rows, read_fixture
 
 APP_ROLE = f"brutus_app_{os.getpid()}"
@@ -48,7 +49,7 @@ class Fixed:
 
 def _grant(admin_url: str) -> None:
     """The application role: no superuser, no BYPASSRLS, the rights a store needs on brutus's tables."""
-    engine = create_engine(make_url(admin_url))
+    engine = create_engine(plain_url(admin_url))
     with engine.begin() as conn:
         if conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": APP_ROLE}).first() is None:
             conn.exec_driver_sql(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS")
@@ -70,7 +71,7 @@ def pg_app(pg_server: Any) -> Iterator[tuple[str, str] | None]:
     SessionStore.open(admin).close()
     _grant(admin)
     yield admin, _as_app(admin)
-    engine = create_engine(make_url(admin))
+    engine = create_engine(plain_url(admin))
     with engine.begin() as conn:
         conn.exec_driver_sql(f"DROP OWNED BY {APP_ROLE}")
         conn.exec_driver_sql(f"DROP ROLE {APP_ROLE}")
@@ -305,7 +306,7 @@ def test_sql_as_the_application_role_sees_and_writes_nothing_of_another_tenant(p
     a.fork(secret)
     a.search("zebra")  # a's vectors and index mark are written
     count = len(a.messages(secret))
-    engine = create_engine(make_url(app_url))
+    engine = create_engine(plain_url(app_url))
     try:
         with engine.begin() as conn:
             conn.execute(text("SELECT set_config('brutus.tenant', :t, true)"), {"t": names[1]})
@@ -361,7 +362,7 @@ def test_an_untenanted_store_is_tenant_empty(backend: str, pg_app, names) -> Non
         assert "acme" not in {s.title for s in untenanted.list_sessions()}
         with pytest.raises(NotFound):
             acme.get_session(mine.id)
-    engine = create_engine(make_url(admin))
+    engine = create_engine(plain_url(admin))
     with engine.connect() as conn:
         assert conn.execute(text("SELECT tenant FROM sessions WHERE id = :i"), {"i": mine.id}).scalar() == ""
     engine.dispose()
@@ -393,7 +394,7 @@ def test_a_database_with_data_at_0010_upgrades_in_place_into_tenant_empty(db_url
         with SessionStore(engine, index_in_background=False) as store:
             assert sorted(s.title for s in store.list_sessions()) == sorted([*titles, "acme's"])
     finally:
-        with create_engine(make_url(db_url)).begin() as conn:
+        with create_engine(plain_url(db_url)).begin() as conn:
             conn.exec_driver_sql(f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {APP_ROLE}")
         engine.dispose()
 
