@@ -172,6 +172,8 @@ def engine_options(url: str, *, create: bool = True, read_only: bool = False, **
             options["execution_options"] = {"postgresql_readonly": True}
     else:
         raise InvalidInput(f"brutus supports SQLite and PostgreSQL, not {backend!r} ({redact(url)})")
+    if "connect_args" in kwargs:  # the caller's beside brutus's (a replica's timeout keeps ?pooler= working)
+        kwargs = {**kwargs, "connect_args": {**options.get("connect_args", {}), **kwargs["connect_args"]}}
     options.update(kwargs)
     return parsed, backend, options
 
