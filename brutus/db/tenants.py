@@ -28,9 +28,6 @@ from .engine import normalize_url
 __all__ = ["TENANT_NAME", "check_tenant", "prepare_tenant", "set_tenant", "tenant_url"]
 
 TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
-# local to the transaction; a SET takes no snapshot, so a transaction may still choose its isolation after it
-# (``history_ops.consistent_reads``). The name is checked: no quote in it.
-_SETTING = "SET LOCAL brutus.tenant = '{tenant}'"
 _BYPASSES = text("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user")
 # the tenant's index mark, made before its first write: what it writes later is pending against it
 _SEARCH_STATE = text("INSERT INTO search_state (indexed) VALUES (pg_current_snapshot()) ON CONFLICT (tenant) DO NOTHING")
@@ -68,11 +65,21 @@ def tenant_url(url: str, tenant: str | None) -> str:
 def set_tenant(engine: Engine, tenant: str) -> None:
     """Every transaction of ``engine`` (an async engine's ``sync_engine`` too) starts by setting its tenant:
     one statement more per transaction, on a tenanted PostgreSQL store only."""
-    setting = _SETTING.format(tenant=tenant)
+    setting = _setting(tenant)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:  # noqa: ANN001  SQLAlchemy's Connection
         conn.exec_driver_sql(setting)
+
+
+def _setting(tenant: str) -> str:
+    """``SET LOCAL brutus.tenant`` to ``tenant``, quoted by psycopg: local to the transaction, and a ``SET``
+    takes no snapshot, so the transaction may still choose its isolation after it
+    (``history_ops.consistent_reads``), which a ``SELECT set_config(…)`` would not allow. ``SET`` takes no
+    parameters."""
+    from psycopg import sql
+
+    return sql.SQL("SET LOCAL brutus.tenant = {}").format(sql.Literal(tenant)).as_string(None)
 
 
 def prepare_tenant(engine: Engine, tenant: str, *, read_only: bool) -> None:
@@ -87,5 +94,5 @@ def prepare_tenant(engine: Engine, tenant: str, *, read_only: bool) -> None:
                 "(README: Tenants)"
             )
         if not read_only:
-            connection.exec_driver_sql(_SETTING.format(tenant=tenant))
+            connection.exec_driver_sql(_setting(tenant))
             connection.execute(_SEARCH_STATE)
