@@ -452,6 +452,7 @@ COMPLETE_COMPACTION = prebuilt(
     )
 )
 COMPACTIONS = prebuilt(select(C).where(C.c.session_id == _b("sid")).order_by(C.c.created_at, C.c.id))
+PENDING_COMPACTION = prebuilt(select(C.c.id).where(C.c.session_id == _b("sid"), C.c.status == "pending").limit(1))
 
 # -- boundaries
 _a, _u = M.alias("a"), M.alias("u")

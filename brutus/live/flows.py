@@ -14,7 +14,7 @@ from typing import Any
 
 from ..compaction.engine import compaction
 from ..db import ops
-from ..db.compaction_ops import list_compactions
+from ..db.compaction_ops import pending_compaction
 from ..db.fork_ops import fork_flow
 from ..db.history_ops import load_messages, prune_session
 from ..db.settle_ops import append_work
@@ -44,8 +44,7 @@ def _view_and_pending(state: ConversationState) -> Any:
     """The view and whether a compaction marker is pending, in one transaction (one snapshot, one round trip
     of BEGIN and COMMIT where two transactions took two)."""
     view = yield from _view(state)
-    pending = any(c.status == "pending" for c in (yield from list_compactions(state.session_id)))
-    return view, pending
+    return view, (yield from pending_compaction(state.session_id))
 
 
 def _append(state: ConversationState, store: Any, items: list[dict[str, Any]]) -> Flow:
