@@ -70,6 +70,7 @@ class Options:
     think: tuple[float, float] = (1.0, 3.0)
     seed: int = 37
     pool_size: int = 8
+    indexer: bool = True  # the store's background search indexer (``brutus.db.indexer``)
 
 
 # -- the model: what each agent is told and answers, seeded ------------------------------------------------------
@@ -307,7 +308,7 @@ def sync_process(opts: Options, index: int, commands: Any, replies: Any) -> None
     from brutus import SessionStore
     from brutus.db.engine import make_engine
 
-    store = SessionStore(make_engine(opts.url, **_engine_options(opts)), url=opts.url)
+    store = SessionStore(make_engine(opts.url, **_engine_options(opts)), url=opts.url, index_in_background=opts.indexer)
     counters, stop, ledgers, threads = Counters(), threading.Event(), [], []
     reporter = Reporter(counters, Wire(store.engine))
     for command, arg in iter(commands.get, None):
@@ -339,7 +340,8 @@ async def _async_process(opts: Options, index: int, commands: Any, replies: Any)
     from brutus import AsyncSessionStore
     from brutus.db.async_engine import make_async_engine
 
-    store = AsyncSessionStore(make_async_engine(opts.url, **_engine_options(opts)), url=opts.url)
+    store = AsyncSessionStore(make_async_engine(opts.url, **_engine_options(opts)), url=opts.url,
+                              index_in_background=opts.indexer)
     counters, stop, ledgers, tasks = Counters(), asyncio.Event(), [], []
     reporter = Reporter(counters, Wire(store.engine.sync_engine))
     while (message := await asyncio.to_thread(commands.get)) is not None:
@@ -423,10 +425,6 @@ class Server:
             seconds[pid] = (int(fields[11]) + int(fields[12])) / self.tick
         return seconds
 
-    def commits(self) -> int:
-        return self.conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
-                                 (self.database,)).fetchone()[0]
-
     def start_sampling(self) -> None:
         self.samples, self._stop = [], threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -447,12 +445,16 @@ class Server:
         self.waits = {}
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
             while not self._stop.wait(0.05):
-                rows = conn.execute("SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE datname = %s "
-                                    "AND state = 'active' AND pid <> pg_backend_pid()", (self.database,)).fetchall()
-                self.samples.append((len(rows), sum(kind == "Lock" for kind, _ in rows), sum(kind == "LWLock" for kind, _ in rows)))
-                for kind, event in rows:
+                rows = conn.execute(
+                    "SELECT wait_event_type, wait_event, CASE WHEN wait_event_type = 'Lock' THEN left(query, 50) || ' <- ' || "
+                    "(SELECT left(b.query, 50) FROM pg_stat_activity b WHERE b.pid = any(pg_blocking_pids(a.pid)) LIMIT 1) END "
+                    "FROM pg_stat_activity a WHERE datname = %s AND state = 'active' AND pid <> pg_backend_pid()",
+                    (self.database,)).fetchall()
+                self.samples.append((len(rows), sum(kind == "Lock" for kind, _, _ in rows), sum(kind == "LWLock" for kind, _, _ in rows)))
+                for kind, event, blocked in rows:
                     if kind is not None:
-                        self.waits[f"{kind}:{event}"] = self.waits.get(f"{kind}:{event}", 0) + 1
+                        name = f"{kind}:{event}" + (f" ({blocked})" if blocked else "")
+                        self.waits[name] = self.waits.get(name, 0) + 1
 
     def close(self) -> None:
         self.conn.close()
@@ -469,13 +471,13 @@ def measure_level(fleet: Fleet, server: Server, opts: Options, agents: int) -> d
     """Warm up, then one measured window at ``agents`` agents: the row of the table."""
     time.sleep(opts.warmup)
     fleet.ask("mark", [None] * opts.processes)
-    cpu, commits, began = server.cpu(), server.commits(), time.perf_counter()
+    cpu, began = server.cpu(), time.perf_counter()
     server.start_sampling()
     time.sleep(opts.window)
     found = fleet.ask("collect", [None] * opts.processes)
     wall = time.perf_counter() - began
     backends = server.stop_sampling()
-    server_s, transactions = _spent(server.cpu(), cpu), server.commits() - commits
+    server_s = _spent(server.cpu(), cpu)
     samples = [s for f in found for s in f["samples"]]
     steps = max(1, len(samples))
     wire = {key: sum(f["wire"][key] for f in found) for key in found[0]["wire"]}
@@ -485,7 +487,7 @@ def measure_level(fleet: Fleet, server: Server, opts: Options, agents: int) -> d
         "errors": sum(f["errors"] for f in found), "compactions": sum(f["compactions"] for f in found),
         "client_cpu_ms": 1000 * sum(f["cpu_s"] for f in found) / steps, "server_cpu_ms": 1000 * server_s / steps,
         "statements": wire["statements"] / steps, "round_trips": wire["round_trips"] / steps,
-        "transactions": wire["transactions"] / steps, "server_transactions": transactions / steps,
+        "transactions": wire["transactions"] / steps,
         "active_backends": backends["active"], "lock_waits": backends["lock_waits"],
         "lwlock_waits": backends["lwlock_waits"], "waits": backends["waits"], "last_error": next((f["last_error"] for f in found if f["last_error"]), ""),
     }
@@ -576,6 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=8.0, help="seconds at each level before its window")
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured at each level")
     parser.add_argument("--p99", type=float, default=100.0, help="the p99 step latency (ms) a level must keep")
+    parser.add_argument("--no-indexer", action="store_true", help="stores without the background search indexer")
     parser.add_argument("--quick", action="store_true", help="4 and 8 agents, 1 process, 2 + 4 s a level")
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -592,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = True
         for store in stores:
             opts = Options(url=url, store=store, processes=args.processes, levels=levels, warmup=args.warmup,
-                           window=args.window, p99=args.p99)
+                           window=args.window, p99=args.p99, indexer=not args.no_indexer)
             print(f"{store} store, {args.processes} processes, levels {levels}", flush=True)
             rows, verdict = run_store(opts)
             report["stores"][store] = {"rows": rows, "check": verdict, "held": held(rows, args.p99)}

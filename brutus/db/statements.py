@@ -322,7 +322,9 @@ TOOL_CURRENT = prebuilt(
     )
     .select_from(T.join(P, P.c.id == T.c.part_id))
     .where(T.c.part_id == _b("pid"))
-    .with_for_update()
+    # FOR NO KEY UPDATE on PostgreSQL: an insert whose foreign key names the part (the background indexer's
+    # search_vectors) takes KEY SHARE on it, which FOR UPDATE waits for (and deadlocks with across two parts)
+    .with_for_update(key_share=True)
 )
 UPDATE_TOOL_STATE = prebuilt(
     update(T)
