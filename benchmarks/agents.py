@@ -163,12 +163,17 @@ def _acknowledge(ledger: Ledger, response: dict[str, Any], recorded: Any, answer
 
 def sync_agent(store: Any, model: Model, opts: Options, counters: Counters, stop: threading.Event, ledgers: list[Ledger]) -> None:
     """An agent on a thread: think, then a step, until ``stop``."""
-    session_id = store.create_session(title="agent").id
-    ledger = Ledger(session_id)
-    ledgers.append(ledger)
-    conv = conversation(store, session_id)
-    ledger.messages.append(conv.user(model.prompt()).id)
-    conv.request()
+    try:
+        session_id = store.create_session(title="agent").id
+        ledger = Ledger(session_id)
+        ledgers.append(ledger)
+        conv = conversation(store, session_id)
+        ledger.messages.append(conv.user(model.prompt()).id)
+        conv.request()
+    except Exception as exc:  # noqa: BLE001  an agent that could not start is an error too
+        counters.errors += 1
+        counters.last_error = repr(exc)[:300]
+        return
     while not stop.wait(model.think(*opts.think)):
         response = model.response(conv.last.tokens_after)
         started = time.perf_counter()
@@ -180,14 +185,16 @@ def sync_agent(store: Any, model: Model, opts: Options, counters: Counters, stop
         except Exception as exc:  # noqa: BLE001  counted; the agent goes on from what the store holds
             counters.errors += 1
             counters.last_error = repr(exc)[:300]
-            conv = _resume(conversation(store, session_id), model, ledger)
+            conv = _resume(store, session_id, conv, model, ledger)
             continue
         counters.add((time.perf_counter() - started) * 1000, conv.last.compacted)
 
 
-def _resume(conv: Any, model: Model, ledger: Ledger) -> Any:
-    """After a failed step (sync): a new conversation answers what is left waiting, or starts a new turn."""
+def _resume(store: Any, session_id: str, conv: Any, model: Model, ledger: Ledger) -> Any:
+    """After a failed step (sync): a new conversation answers what is left waiting, or starts a new turn (the
+    old one is kept if even that fails: the next step tries again)."""
     try:
+        conv = conversation(store, session_id)
         if calls := conv.pending_calls():
             conv.tool_results(model.results({"content": calls}))
             ledger.calls += [c["id"] for c in calls]
@@ -201,12 +208,17 @@ def _resume(conv: Any, model: Model, ledger: Ledger) -> Any:
 
 async def async_agent(store: Any, model: Model, opts: Options, counters: Counters, stop: asyncio.Event, ledgers: list[Ledger]) -> None:
     """An agent as an asyncio task: ``sync_agent`` awaited."""
-    session_id = (await store.create_session(title="agent")).id
-    ledger = Ledger(session_id)
-    ledgers.append(ledger)
-    conv = conversation(store, session_id)
-    ledger.messages.append((await conv.user(model.prompt())).id)
-    await conv.request()
+    try:
+        session_id = (await store.create_session(title="agent")).id
+        ledger = Ledger(session_id)
+        ledgers.append(ledger)
+        conv = conversation(store, session_id)
+        ledger.messages.append((await conv.user(model.prompt())).id)
+        await conv.request()
+    except Exception as exc:  # noqa: BLE001
+        counters.errors += 1
+        counters.last_error = repr(exc)[:300]
+        return
     while not await _stopped(stop, model.think(*opts.think)):
         response = model.response(conv.last.tokens_after)
         started = time.perf_counter()
@@ -221,7 +233,7 @@ async def async_agent(store: Any, model: Model, opts: Options, counters: Counter
         except Exception as exc:  # noqa: BLE001
             counters.errors += 1
             counters.last_error = repr(exc)[:300]
-            conv = await _aresume(conversation(store, session_id), model, ledger)
+            conv = await _aresume(store, session_id, conv, model, ledger)
             continue
         counters.add((time.perf_counter() - started) * 1000, conv.last.compacted)
 
@@ -232,8 +244,9 @@ async def _stopped(stop: asyncio.Event, seconds: float) -> bool:
     return stop.is_set()
 
 
-async def _aresume(conv: Any, model: Model, ledger: Ledger) -> Any:
+async def _aresume(store: Any, session_id: str, conv: Any, model: Model, ledger: Ledger) -> Any:
     try:
+        conv = conversation(store, session_id)
         if calls := await conv.pending_calls():
             await conv.tool_results(model.results({"content": calls}))
             ledger.calls += [c["id"] for c in calls]
@@ -304,7 +317,9 @@ class Reporter:
 
 
 def _engine_options(opts: Options) -> dict[str, Any]:
-    return {"pool_size": opts.pool_size, "max_overflow": opts.pool_size}
+    """Each process's pool: ``pool_size`` connections and half as many more (the server's ``max_connections``
+    is shared with whatever else runs there)."""
+    return {"pool_size": opts.pool_size, "max_overflow": opts.pool_size // 2}
 
 
 def sync_process(opts: Options, index: int, commands: Any, replies: Any) -> None:
@@ -587,7 +602,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=8.0, help="seconds at each level before its window")
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured at each level")
     parser.add_argument("--p99", type=float, default=100.0, help="the p99 step latency (ms) a level must keep")
-    parser.add_argument("--pool-size", type=int, default=8, help="each process's pool (and as many overflow connections)")
+    parser.add_argument("--pool-size", type=int, default=8, help="each process's pool (and half as many overflow connections)")
     parser.add_argument("--no-indexer", action="store_true", help="stores without the background search indexer")
     parser.add_argument("--quick", action="store_true", help="4 and 8 agents, 1 process, 2 + 4 s a level")
     parser.add_argument("--results", type=Path, default=RESULTS)
