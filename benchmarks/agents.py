@@ -23,6 +23,7 @@ call returned, each tool call whose result was acknowledged, completed) and that
     python benchmarks/agents.py                         # both stores, a fresh database on 127.0.0.1:5432
     python benchmarks/agents.py --store async --url postgresql+psycopg://root@127.0.0.1:6432/db   # a pooler
     python benchmarks/agents.py --quick                 # a few agents, seconds per level (the smoke test)
+    PYTHONPATH=/other/checkout python benchmarks/agents.py --step-cpu 150   # one agent's CPU a step, no thinking
 """
 
 from __future__ import annotations
@@ -586,6 +587,47 @@ def _row_line(store: str, row: dict[str, Any]) -> str:
     return f"  {store}: " + table.render().splitlines()[-1] + (f"  ({row['last_error']})" if row["errors"] else "")
 
 
+def step_cpu(url: str, store: str, steps: int) -> dict[str, float]:
+    """One agent, ``steps`` steps without thinking, on a new session: the client's CPU and the wall time a step
+    (in this process: run it in one of its own per checkout to compare two, alternating)."""
+    from brutus import AsyncSessionStore, SessionStore
+
+    def take(before: tuple[float, float]) -> dict[str, float]:
+        return {"cpu_ms": 1000 * (time.process_time() - before[0]) / steps,
+                "wall_ms": 1000 * (time.perf_counter() - before[1]) / steps}
+
+    model = Model(1)
+    if store == "sync":
+        with SessionStore.open(url) as sync_store:
+            conv = conversation(sync_store, sync_store.create_session().id)
+            conv.user(model.prompt())
+            conv.request()
+            before = (time.process_time(), time.perf_counter())
+            for _ in range(steps):
+                response = model.response(conv.last.tokens_after)
+                conv.record(response)
+                conv.tool_results(model.results(response)) if tool_calls(response) else conv.user(model.prompt())
+                conv.request()
+            return take(before)
+
+    async def run() -> dict[str, float]:
+        async_store = await AsyncSessionStore.open(url)
+        conv = conversation(async_store, (await async_store.create_session()).id)
+        await conv.user(model.prompt())
+        await conv.request()
+        before = (time.process_time(), time.perf_counter())
+        for _ in range(steps):
+            response = model.response(conv.last.tokens_after)
+            await conv.record(response)
+            await (conv.tool_results(model.results(response)) if tool_calls(response) else conv.user(model.prompt()))
+            await conv.request()
+        found = take(before)
+        await async_store.close()
+        return found
+
+    return asyncio.run(run())
+
+
 def held(rows: list[dict[str, Any]], p99: float) -> int:
     """The most agents of a level with p99 within the goal and no errors (0: none)."""
     return max((r["agents"] for r in rows if not r["errors"] and r["p99_ms"] is not None and r["p99_ms"] <= p99), default=0)
@@ -605,8 +647,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool-size", type=int, default=8, help="each process's pool (and half as many overflow connections)")
     parser.add_argument("--no-indexer", action="store_true", help="stores without the background search indexer")
     parser.add_argument("--quick", action="store_true", help="4 and 8 agents, 1 process, 2 + 4 s a level")
+    parser.add_argument("--step-cpu", type=int, metavar="STEPS", help="instead: one agent, STEPS steps without "
+                        "thinking, on each store: the client's CPU and wall time a step")
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    if args.step_cpu:
+        stores = ("async", "sync") if args.store == "both" else (args.store,)
+        with pg_database(args.server, "brutus_agents") if args.url is None else nullcontext(args.url) as url:
+            for store in stores:
+                found = step_cpu(url, store, args.step_cpu)
+                print(f"{store}: client CPU {found['cpu_ms']:.2f} ms a step, wall {found['wall_ms']:.2f} ms")
+        return 0
     if args.quick:
         args.processes, args.levels, args.warmup, args.window = 1, "4,8", 2.0, 4.0
     levels = [int(n) for n in args.levels.split(",")]
