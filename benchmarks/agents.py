@@ -10,13 +10,13 @@ Each simulated agent drives a live ``Conversation`` on a session of its own. Its
 Agents run as ``--processes`` processes, each with one store: asyncio tasks on an ``AsyncSessionStore``
 (``--store async``) or threads on a ``SessionStore`` (``--store sync``). The run steps the number of agents
 up (``--levels``), each level ``--warmup`` s then a measured ``--window`` s, and stops after two levels in a
-row whose p99 is over ``--p99`` ms or that had errors (the most agents held: the largest level that kept both). Per level: steps/s, p50 / p99 of the steps without a
-compaction (the steps whose ``request()`` compacted are counted apart: their p50, and the p99 of all steps),
-errors, the client's CPU
-per step (every agent process, ``time.process_time``), the server's (``/proc`` of the database's backends),
-statements and round trips per step (SQLAlchemy's cursor, pool and commit events: statements + a pre-ping
-per checkout + BEGIN and COMMIT per transaction), and the share of sampled backends that were running or
-waiting on a lock. Afterwards it checks, in SQL, that every acknowledged write is there (each message whose
+row whose p99 is over ``--p99`` ms or that had errors; the most agents held is the largest level that kept
+both. Per level: steps/s, p50 / p99 of the steps without a compaction (the steps whose ``request()``
+compacted are counted apart: their p50, and the p99 of all steps), errors, the client's CPU per step (every
+agent process, ``time.process_time``), the server's (``/proc`` of the database's backends), statements and
+round trips per step (SQLAlchemy's cursor, pool and commit events: statements + a pre-ping per checkout +
+BEGIN and COMMIT per transaction), and how many sampled backends were running or waiting on a lock (and on
+what, in the JSON). Afterwards it checks, in SQL, that every acknowledged write is there (each message whose
 call returned, each tool call whose result was acknowledged, completed) and that every session's seqs are
 1..n without a gap, and exits 1 otherwise.
 
@@ -58,7 +58,8 @@ TOOLS = [
 ]
 WINDOW_TOKENS = 40_000  # the model's context: a compaction every ~40 steps at ~2 KB of tool output a step
 OUTPUT_LINE = "tests/test_sync.py::test_{n} PASSED  [{p:3d}%]  elapsed {t:.3f}s  worker gw{w}\n"
-OUTPUTS = ["".join(OUTPUT_LINE.format(n=n, p=100 * n // lines, t=n / 7, w=n % 4) for n in range(lines)) for lines in range(15, 36, 4)]
+OUTPUTS = ["".join(OUTPUT_LINE.format(n=n, p=100 * n // lines, t=n / 7, w=n % 4) for n in range(lines))
+           for lines in range(15, 36, 4)]
 
 
 @dataclass
@@ -97,12 +98,14 @@ class Model:
     def response(self, tokens_in: int) -> dict[str, Any]:
         """A response: one or two tool calls, or (one time in five) the end of the turn."""
         ends = self.rng.random() < 0.2
-        content: list[dict[str, Any]] = [{"type": "text", "text": "Let me look at the failing test first. " * self.rng.randint(1, 4)}]
+        text = "Let me look at the failing test first. " * self.rng.randint(1, 4)
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}]
         if not ends:
             for _ in range(self.rng.choice((1, 1, 2))):
                 self.calls += 1
+                command = f"pytest -x tests/test_sync.py -k case_{self.calls}"
                 content.append({"type": "tool_use", "id": f"toolu_{self.rng.getrandbits(64):016x}{self.calls:05d}",
-                                "name": "bash", "input": {"command": f"pytest -x tests/test_sync.py -k case_{self.calls}"}})
+                                "name": "bash", "input": {"command": command}})
         output = self.rng.randint(60, 400)
         return {"id": f"msg_{self.rng.getrandbits(64):016x}", "type": "message", "role": "assistant", "model": MODEL,
                 "content": content, "stop_reason": "end_turn" if ends else "tool_use", "stop_sequence": None,

@@ -479,8 +479,8 @@ def reuse_history(
     hands none of the entries out (a live conversation): most of its messages are the same rows each time.
 
     The rows are the key, compared whole, so an entry is reused only when everything it was built from is
-    unchanged, whoever wrote the session. They hold their JSON as text on both backends (the view reads'
-    ``statements.JSONText`` columns): a decoded JSON value can be equal and differ (``1 == 1.0 == True``).
+    unchanged, whoever wrote the session. They hold their JSON as text on both backends (the view's
+    statements read it through ``statements.JSONText``): a decoded JSON value can be equal and differ (``1 == 1.0 == True``).
     """
     if not message_rows:
         reuse.clear()

@@ -225,8 +225,13 @@ INSERT_MESSAGE = prebuilt(insert(M))
 # parts, tool states and outputs go with their messages (foreign keys, ON DELETE CASCADE)
 DELETE_MESSAGES_FROM = prebuilt(delete(M).where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq")))
 # the history and view reads (``history_ops.load_messages``) take the JSON columns as text (``JSONText``)
-_MESSAGE_TEXT_COLUMNS = [JSONText(c.element if c.name == "meta" else c).label(c.name) if c.name in ("error", "meta") else c
-                         for c in MESSAGE_COLUMNS]
+_MESSAGE_TEXT_COLUMNS = [
+    *MESSAGE_COLUMNS[:12],
+    JSONText(M.c.error).label("error"),
+    *MESSAGE_COLUMNS[13:19],
+    JSONText(M.c.metadata).label("meta"),
+    *MESSAGE_COLUMNS[20:],
+]
 MESSAGES = prebuilt(select(*_MESSAGE_TEXT_COLUMNS).where(M.c.session_id == _b("sid")).order_by(M.c.seq))
 MESSAGES_FROM = prebuilt(
     select(*_MESSAGE_TEXT_COLUMNS).where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq")).order_by(M.c.seq)
