@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is i
         NothingToCompact,
         SchemaOutOfDate,
         SummarizerError,
+        Unavailable,
     )
     from .estimates import context_size, estimate_message_tokens, has_conversation_messages
     from .history import filter_compacted

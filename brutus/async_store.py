@@ -14,6 +14,8 @@ Rules it keeps (the sync store's, see ``brutus.store``):
 - SQLAlchemy and driver errors are translated into ``brutus.errors`` (``brutus.db.runner.translate_errors``).
 - A batch belongs to the task that opened it and to the tasks started inside it: their calls take turns on
   the batch's one connection, and the batch commits once all of them are done.
+- With a read replica, lag-tolerant reads may run there, never staler than this store's writes
+  (``brutus.db.replica``), as in the sync store.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .extras import require
 # the async store runs on greenlet (SQLAlchemy's asyncio extension) and aiosqlite: say what to install
 require("the async store", {"greenlet": "async", "aiosqlite": "async"})
 
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError  # noqa: E402
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine  # noqa: E402
 
 from .calls import StoreCalls  # noqa: E402
@@ -44,10 +47,12 @@ from .db.checkpoint import Checkpointer  # noqa: E402
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact  # noqa: E402
 from .db.indexer import BATCH, AsyncIndexer  # noqa: E402
 from .db.migrate import prepare_schema  # noqa: E402
+from .db.replica import READ, Replica, caught_up, engine_settings, failure, primary_position  # noqa: E402
 from .db.runner import Clock, drive, now_ms, translate_errors  # noqa: E402
 from .db.search_ops import index_pending  # noqa: E402
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction  # noqa: E402
 from .db.statements import Op  # noqa: E402
+from .db.tenants import check_tenant, prepare_tenant, set_tenant, tenant_url  # noqa: E402
 from .errors import InvalidInput  # noqa: E402
 from .flows import HeldLocks, InBatch, Locked, StorageBytes, Summarize, Tx, Unindexed, Vacuum, adrive_flow  # noqa: E402
 from .live.conversation import AsyncConversation  # noqa: E402
@@ -67,11 +72,15 @@ class _Batch:
     begun: bool = False  # SQLite: a call was sent, so its trip began the transaction
 
 
-def _prepare_schema(url: str, auto_migrate: bool, create: bool, read_only: bool) -> None:
-    """Upgrade (or check) the schema with the sync migration code, on a sync engine used only for that."""
+def _prepare_schema(url: str, auto_migrate: bool, create: bool, read_only: bool, tenant: str | None) -> bool:
+    """Upgrade (or check) the schema with the sync migration code, on a sync engine used only for that (and
+    ready a PostgreSQL tenant, ``brutus.db.tenants.prepare_tenant``); whether it migrated."""
     engine = make_engine(sync_url(url), create=create, read_only=read_only)
     try:
-        prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
+        migrated = prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
+        if tenant is not None and engine.dialect.name == "postgresql":
+            prepare_tenant(engine, tenant, read_only=read_only)
+        return migrated
     finally:
         engine.dispose()
 
@@ -81,6 +90,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
     ``await AsyncSessionStore.open(url)``; every method of ``SessionStore`` is here, awaitable."""
 
     conversation_type = AsyncConversation
+    tenant: str | None = None  # the tenant ``open`` was given (``brutus.db.tenants``)
 
     def __init__(
         self,
@@ -90,6 +100,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         clock: Clock = now_ms,
         read_only: bool = False,
         index_in_background: bool = True,
+        read_engine: AsyncEngine | None = None,
     ) -> None:
         if not is_brutus_engine(engine.sync_engine):
             raise InvalidInput(
@@ -114,6 +125,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         self._workers = SQLiteConnections(sqlite) if sqlite is not None else None
         # the search index filled by a task a moment after commits (see db/indexer.py)
         self._indexer = AsyncIndexer(self._index_batch) if index_in_background and not read_only else None
+        self._replica = Replica(read_engine, asyncio.Lock()) if read_engine is not None else None
 
     @classmethod
     async def open(
@@ -125,25 +137,41 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         read_only: bool = False,
         clock: Clock = now_ms,
         index_in_background: bool = True,
+        read_url: str | None = None,
+        tenant: str | None = None,
     ) -> AsyncSessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
-        dir), the same URLs and options ``SessionStore.open`` takes."""
-        url = url or default_url()
+        dir), the same URLs and options ``SessionStore.open`` takes (``read_url``: a read replica; ``tenant``)."""
+        tenant = check_tenant(tenant)
+        url = tenant_url(url or default_url(), tenant)
         create = create and not read_only
+        replica = engine_settings(url, read_url) if read_url is not None else None
         engine = make_async_engine(url, create=create, read_only=read_only)
         try:
             with translate_errors():
-                await asyncio.to_thread(_prepare_schema, url, auto_migrate, create, read_only)
+                migrated = await asyncio.to_thread(_prepare_schema, url, auto_migrate, create, read_only, tenant)
         except BaseException:
             await engine.dispose()
             raise
-        return cls(engine, url=redact(url), clock=clock, read_only=read_only, index_in_background=index_in_background)
+        read_engine = make_async_engine(read_url, **replica) if replica is not None else None
+        if tenant is not None and engine.dialect.name == "postgresql":
+            set_tenant(engine.sync_engine, tenant)
+            if read_engine is not None:
+                set_tenant(read_engine.sync_engine, tenant)  # the replica's reads are the tenant's too
+        settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background)
+        store = cls(engine, url=redact(url), read_engine=read_engine, **settings)
+        store.tenant = tenant
+        if migrated and store._replica is not None:
+            store._replica.wrote()  # the replica's reads wait for the schema this open wrote
+        return store
 
     async def close(self) -> None:
         if self._indexer is not None:
             await self._indexer.close()
         if self._workers is not None:
             await self._workers.close()
+        if self._replica is not None:
+            await self._replica.engine.dispose()
         await self.engine.dispose()
         if self._checkpointer is not None:
             await asyncio.to_thread(self._checkpointer.close)  # may wait for a checkpoint under way
@@ -180,8 +208,8 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         if self._workers is None:
             async with self._pg_transaction(write) as connection:
                 value = await self._drive_async(connection, op)
-            if write and self._indexer is not None:
-                self._indexer.committed()
+            if write:
+                self._pg_committed()
             return value
         # SQLite, a call with its own transaction: BEGIN, the operation and COMMIT in one trip to the thread
         worker = self._workers.take()
@@ -198,6 +226,54 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         finally:
             await self._workers.give_back(worker)
 
+    def _pg_committed(self) -> None:
+        """PostgreSQL: a write committed: the search index has work, and the replica's reads must see it."""
+        if self._indexer is not None:
+            self._indexer.committed()
+        if self._replica is not None:
+            self._replica.wrote()
+
+    async def _read(self, replica: Replica, op: Op) -> Any:
+        """A lag-tolerant read: on the replica when it may serve it (``brutus.db.replica``), else on the primary."""
+        connection = await self._replica_transaction(replica)
+        if connection is None:
+            return await self._run(op, write=False)
+        try:
+            with translate_errors():
+                try:
+                    return await connection.run_sync(drive, op)
+                except (OperationalError, InterfaceError) as exc:  # cut, or cancelled by replay: not the read's fault
+                    raise failure(replica, exc) from exc
+        finally:
+            await connection.close()
+
+    async def _replica_transaction(self, replica: Replica) -> AsyncConnection | None:
+        """A REPEATABLE READ transaction on the replica that has replayed this store's writes; None when the
+        read must go to the primary (inside a batch, the replica resting, behind, or failing now)."""
+        batch = self._batch.get()
+        if (batch is not None and batch.open) or not replica.usable():
+            return None
+        if replica.stale:
+            async with replica.lock:  # a task that waited here finds the position read, unless it wrote since
+                if replica.take_stale():
+                    try:
+                        replica.seen(await self._run(primary_position(), write=False))
+                    except BaseException:
+                        replica.wrote()  # still to be asked
+                        raise
+        connection, ready = None, False
+        try:
+            connection = await replica.engine.connect()
+            await connection.execution_options(**READ)
+            await connection.begin()
+            ready = await connection.run_sync(drive, caught_up(replica.needed))
+        except DBAPIError:
+            replica.failed()
+        finally:
+            if connection is not None and not ready:
+                await connection.close()
+        return connection if ready else None
+
     async def _index_batch(self) -> bool:
         """One small transaction of the background indexer: whether anything was pending."""
         return await self._run(index_pending(self.dialect, batch=BATCH))
@@ -209,6 +285,8 @@ class AsyncSessionStore(StoreCalls, mode="async"):
     def _perform(self, work: Any) -> Awaitable[Any]:
         """``run``'s awaitable, which the bound methods await directly (no coroutine of ``run``'s own per call)."""
         if type(work) is Tx:  # most calls: one operation
+            if work.replica and self._replica is not None:
+                return self._read(self._replica, work.op)
             return self._run(work.op, write=work.write)
         if inspect.isgenerator(work):
             return adrive_flow(work, self._do)
@@ -218,7 +296,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         """One action of a flow (``brutus.flows``), as ``SessionStore._do`` does it. gc's storage steps run on a
         connection outside any transaction: a SQLite connection's thread, or a PostgreSQL one in autocommit."""
         if type(action) is Tx:
-            return await self._run(action.op, write=action.write)
+            return await self._perform(action)
         if isinstance(action, Summarize):
             from .summarizers.fallbacks import asummarize_with_fallbacks
 
@@ -288,8 +366,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         if self._workers is None:
             async with self._pg_transaction(write=True) as connection, self._batch_open(_Batch(connection)):
                 yield self
-            if self._indexer is not None:
-                self._indexer.committed()
+            self._pg_committed()
             return
         # SQLite: each call inside is a trip to the connection's thread, the first with the BEGIN IMMEDIATE, and
         # the COMMIT one more (a batch without calls costs none)

@@ -10,6 +10,9 @@ Rules every call keeps (the runners see to them):
 - A call is one transaction (``batch()`` makes several calls one); a call that raises has written nothing.
 - Write transactions take the write lock up front (``BEGIN IMMEDIATE`` on SQLite).
 - SQLAlchemy and driver errors become ``brutus.errors`` (``brutus.db.runner.translate_errors``).
+- With a read replica (``open(url, read_url=...)``), the reads that tolerate lag (``list_sessions``,
+  ``search``, ``stats``, export) are ``Tx(..., replica=True)`` and may run there, never staler than this
+  store's own writes (``brutus.db.replica``); everything else runs on the primary.
 
 A new store method is one ``@work`` method here; a new kind of step is an action in ``brutus.flows`` and a
 branch in each runner's ``_do``.
@@ -57,6 +60,7 @@ class StoreCalls(Runs):
     dialect: str  # "sqlite" or "postgresql"
     read_only: bool
     conversation_type: Any  # Conversation or AsyncConversation
+    _replica: Any  # the read replica (brutus.db.replica.Replica), or None
 
     # -- sessions ---------------------------------------------------------------------------------------------
 
@@ -94,7 +98,7 @@ class StoreCalls(Runs):
         op = ops.list_sessions(
             parent_id=parent_id, limit=limit, include_archived=include_archived, after=after, forked_from=forked_from
         )
-        return Tx(op, write=False)
+        return Tx(op, write=False, replica=True)
 
     @work
     def update_session(
@@ -227,7 +231,7 @@ class StoreCalls(Runs):
     def stats(self, session_id: str) -> SessionStats:
         """A session's token accounting (``brutus stats``): estimates by part type and by tool, pruned parts and
         tokens, compactions, provider-reported usage and cost; SQL aggregates, no output text read."""
-        return Tx(stats_ops.session_stats(session_id), write=False)
+        return Tx(stats_ops.session_stats(session_id), write=False, replica=True)
 
     @work
     def compact(
@@ -290,10 +294,12 @@ class StoreCalls(Runs):
         outputs), newest first: each hit names its session, message and part, with a snippet and whether the
         model still sees it. ``query`` is words, all of which must appear in one text (``brutus.search``).
         It first puts what was written since into the index (a write transaction of its own: writes leave the
-        index alone), unless the store is read-only or that fails (another writer holding a SQLite database
-        past the busy timeout): the search then reads those documents itself."""
+        index alone), unless the store is read-only, reads from a replica (``read_url``: the search stays one
+        read there), or that fails (another writer holding a SQLite database past the busy timeout): the search
+        then reads those documents itself."""
         filters = dict(session_id=session_id, role=role, tool=tool, since=since, limit=limit)
-        return search_ops.search_flow(query, dialect=self.dialect, index=not self.read_only, **filters)
+        index = not self.read_only and self._replica is None  # a replica's reader leaves indexing to the writers
+        return search_ops.search_flow(query, dialect=self.dialect, index=index, **filters)
 
     @work
     def gc(self, before: int, *, dry_run: bool = False, vacuum: bool = False) -> GcResult:

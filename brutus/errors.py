@@ -11,7 +11,8 @@
     ├── SchemaOutOfDate          the database is behind the code's migrations (run `brutus db upgrade`)
     ├── MissingDependency        an optional part is used without its extra installed (says what to install)
     ├── DatabaseError            the database refused or failed (wraps the SQLAlchemy/driver error)
-    │   └── DatabaseBusy         a lock could not be had within the busy timeout
+    │   ├── DatabaseBusy         a lock could not be had within the busy timeout
+    │   └── Unavailable          the server went away (restart, connection cut): retryable
     └── CompactionError
         ├── CompactionInProgress another compaction of the session is running
         ├── CompactionStalled    a compaction would not reduce the context, or repeats back to back
@@ -39,6 +40,7 @@ __all__ = [
     "NothingToCompact",
     "SchemaOutOfDate",
     "SummarizerError",
+    "Unavailable",
 ]
 
 
@@ -107,6 +109,14 @@ class DatabaseError(BrutusError):
 
 class DatabaseBusy(DatabaseError):
     """The database stayed locked by another writer for longer than the busy timeout."""
+
+
+class Unavailable(DatabaseError):
+    """The database server could not be reached, or the connection was cut in the middle of a call (a restart,
+    a failover, a network cut). The call wrote nothing, or, if the cut came during its commit, it may have
+    committed; ``retryable``: calling again is the remedy, and the store reconnects by itself."""
+
+    retryable = True
 
 
 class CompactionError(BrutusError):

@@ -8,8 +8,9 @@ the tiers (``brutus.tiers.manager.tier_flow``), gc, check, search and settle (``
 
 The actions:
 
-- ``Tx(op, write)``: a database operation (``brutus.db.*_ops``) in a transaction of its own, or in the
-  batch's inside ``store.batch()``; the outcome is what the operation returns.
+- ``Tx(op, write, replica)``: a database operation (``brutus.db.*_ops``) in a transaction of its own, or in
+  the batch's inside ``store.batch()``; the outcome is what the operation returns. ``replica``: a read that may
+  run on the store's read replica (``brutus.db.replica`` says when it does).
 - ``Summarize(request, summarizer)``: the summarizer with its fallbacks (``brutus.summarizers.fallbacks``);
   the outcome is ``(summary, fallback)``.
 - ``Locked(session_id, work)``: ``work`` run while holding the session's compaction lock
@@ -64,16 +65,18 @@ Flow = Generator[Any, Any, T]
 
 
 class Tx:
-    """A database operation (``brutus.db.statements.Op``) in a transaction of its own (or the batch's)."""
+    """A database operation (``brutus.db.statements.Op``) in a transaction of its own (or the batch's).
+    ``replica``: a read that may run on the store's read replica (``brutus.db.replica``)."""
 
-    __slots__ = ("op", "write")  # a plain class: made for every store call, it costs less than a dataclass
+    __slots__ = ("op", "write", "replica")  # a plain class: made for every store call, it costs less than a dataclass
 
-    def __init__(self, op: Any, write: bool = True) -> None:
+    def __init__(self, op: Any, write: bool = True, replica: bool = False) -> None:
         self.op = op
         self.write = write
+        self.replica = replica
 
     def __repr__(self) -> str:
-        return f"Tx({self.op!r}, write={self.write})"
+        return f"Tx({self.op!r}, write={self.write}, replica={self.replica})"
 
 
 @dataclass(frozen=True)

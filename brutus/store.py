@@ -13,6 +13,8 @@ Rules it keeps:
   (``brutus.db.runner.translate_errors``).
 - On SQLite, operations run on the sqlite3 connection with compiled-once statements (``db/sqlite_driver.py``),
   one connection kept per thread; elsewhere on a SQLAlchemy connection (``db/runner.drive``).
+- With a read replica, lag-tolerant reads may run there, never staler than this store's writes
+  (``db/replica.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from .calls import StoreCalls
 from .compaction.locks import compaction_lock, held_sessions
@@ -34,10 +37,12 @@ from .db.checkpoint import Checkpointer
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.indexer import BATCH, Indexer
 from .db.migrate import prepare_schema
+from .db.replica import READ, Replica, caught_up, engine_settings, failure, primary_position
 from .db.runner import Clock, drive, now_ms, translate, translate_errors
 from .db.search_ops import index_pending
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction
 from .db.statements import Op
+from .db.tenants import check_tenant, prepare_tenant, set_tenant, tenant_url
 from .errors import InvalidInput
 from .flows import HeldLocks, InBatch, Locked, StorageBytes, Summarize, Tx, Unindexed, Vacuum, drive_flow
 from .live.conversation import Conversation
@@ -49,6 +54,7 @@ class SessionStore(StoreCalls, mode="sync"):
     """The persistent, compaction-aware session store (sync). Build it with ``SessionStore.open(url)``."""
 
     conversation_type = Conversation
+    tenant: str | None = None  # the tenant ``open`` was given (``brutus.db.tenants``)
 
     def __init__(
         self,
@@ -58,6 +64,7 @@ class SessionStore(StoreCalls, mode="sync"):
         clock: Clock = now_ms,
         read_only: bool = False,
         index_in_background: bool = True,
+        read_engine: Engine | None = None,
     ) -> None:
         if not is_brutus_engine(engine):
             raise InvalidInput(
@@ -84,6 +91,7 @@ class SessionStore(StoreCalls, mode="sync"):
         self._local = threading.local()  # SQLite: one driver connection kept per thread (no pool round trip)
         self._held: list[Any] = []
         self._held_lock = threading.Lock()
+        self._replica = Replica(read_engine, threading.Lock()) if read_engine is not None else None
 
     @classmethod
     def open(
@@ -95,6 +103,8 @@ class SessionStore(StoreCalls, mode="sync"):
         read_only: bool = False,
         clock: Clock = now_ms,
         index_in_background: bool = True,
+        read_url: str | None = None,
+        tenant: str | None = None,
     ) -> SessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
         dir). With ``auto_migrate`` the schema is upgraded in place; without, a database behind head raises
@@ -105,17 +115,33 @@ class SessionStore(StoreCalls, mode="sync"):
         ``read_only``: open an existing database without creating, migrating or writing anything (implies
         ``create=False``; the schema must be at head). ``index_in_background``: a thread puts what is written
         into the search index a moment after commits (``brutus.db.indexer``); without, the next search or
-        ``settle`` does."""
-        url = url or default_url()
+        ``settle`` does. ``read_url``: a PostgreSQL streaming replica of ``url`` for the reads that tolerate
+        lag (listing, search, stats, export), never staler than this store's own writes (``brutus.db.replica``);
+        ``InvalidInput`` on SQLite. ``tenant``: every call sees and writes that tenant's sessions only
+        (PostgreSQL's row-level security, SQLite a file of the tenant's own: ``brutus.db.tenants``)."""
+        tenant = check_tenant(tenant)
+        url = tenant_url(url or default_url(), tenant)
         create = create and not read_only
+        replica = engine_settings(url, read_url) if read_url is not None else None
         engine = make_engine(url, create=create, read_only=read_only)
         try:
             with translate_errors():
-                prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
+                migrated = prepare_schema(engine, describe(url), migrate=auto_migrate and not read_only, create=create)
+                if tenant is not None and engine.dialect.name == "postgresql":
+                    prepare_tenant(engine, tenant, read_only=read_only)
+                    set_tenant(engine, tenant)
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine, url=redact(url), clock=clock, read_only=read_only, index_in_background=index_in_background)
+        read_engine = make_engine(read_url, **replica) if replica is not None else None
+        if read_engine is not None and tenant is not None:
+            set_tenant(read_engine, tenant)  # the replica's reads are the tenant's too
+        settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background)
+        store = cls(engine, url=redact(url), read_engine=read_engine, **settings)
+        store.tenant = tenant
+        if migrated and store._replica is not None:
+            store._replica.wrote()  # the replica's reads wait for the schema this open wrote
+        return store
 
     def close(self) -> None:
         """Release the store's connections (the store opens new ones if it is used again)."""
@@ -131,6 +157,8 @@ class SessionStore(StoreCalls, mode="sync"):
             self._indexer.close()
         if self._checkpointer is not None:
             self._checkpointer.close()
+        if self._replica is not None:
+            self._replica.engine.dispose()
         self.engine.dispose()
 
     def _driver_connection(self) -> Any:
@@ -177,15 +205,18 @@ class SessionStore(StoreCalls, mode="sync"):
             with self.engine.connect().execution_options(**options) as connection:
                 with connection.begin():
                     yield connection
-            if write and self._indexer is not None:
-                self._indexer.committed()
+            if write:
+                self._committed()
 
     def _committed(self) -> None:
-        """A write committed: the threads that work after commits (SQLite's checkpoints, the search index)."""
+        """A write committed: the threads that work after commits (SQLite's checkpoints, the search index), and
+        the replica's reads, which must now see it."""
         if self._checkpointer is not None:
             self._checkpointer.committed()
         if self._indexer is not None:
             self._indexer.committed()
+        if self._replica is not None:
+            self._replica.wrote()
 
     def _index_batch(self) -> bool:
         """One small transaction of the background indexer: whether anything was pending."""
@@ -195,6 +226,8 @@ class SessionStore(StoreCalls, mode="sync"):
         """Run ``work`` (an action or a flow, ``brutus.flows``) on this store; what it returns. Every public
         method is this over the work ``StoreCalls`` declares; an integration runs its own operations so."""
         if type(work) is Tx:  # most calls: one operation
+            if work.replica and self._replica is not None:
+                return self._read(self._replica, work.op)
             return self._run(work.op, write=work.write)
         if inspect.isgenerator(work):
             return drive_flow(work, self._do)
@@ -203,7 +236,7 @@ class SessionStore(StoreCalls, mode="sync"):
     def _do(self, action: Any) -> Any:
         """One action of a flow (``brutus.flows``)."""
         if type(action) is Tx:
-            return self._run(action.op, write=action.write)
+            return self.run(action)
         if isinstance(action, Summarize):
             from .summarizers.fallbacks import summarize_with_fallbacks
 
@@ -241,6 +274,42 @@ class SessionStore(StoreCalls, mode="sync"):
             if translated is exc:
                 raise
             raise translated from exc
+
+    def _read(self, replica: Replica, op: Op) -> Any:
+        """A lag-tolerant read: on the replica when it may serve it (``brutus.db.replica``), else on the primary."""
+        connection = self._replica_transaction(replica)
+        if connection is None:
+            return self._run(op, write=False)
+        with connection, translate_errors():
+            try:
+                return drive(connection, op)
+            except (OperationalError, InterfaceError) as exc:  # cut, or cancelled by replay: not the read's fault
+                raise failure(replica, exc) from exc
+
+    def _replica_transaction(self, replica: Replica) -> Connection | None:
+        """A REPEATABLE READ transaction on the replica that has replayed this store's writes; None when the
+        read must go to the primary (inside a batch, the replica resting, behind, or failing now)."""
+        if self._batch.get() is not None or not replica.usable():
+            return None
+        if replica.stale:
+            with replica.lock:  # a thread that waited here finds the position read, unless it wrote since
+                if replica.take_stale():
+                    try:
+                        replica.seen(self._run(primary_position(), write=False))
+                    except BaseException:
+                        replica.wrote()  # still to be asked
+                        raise
+        connection, ready = None, False
+        try:
+            connection = replica.engine.connect().execution_options(**READ)
+            connection.begin()
+            ready = drive(connection, caught_up(replica.needed))
+        except DBAPIError:
+            replica.failed()
+        finally:
+            if connection is not None and not ready:
+                connection.close()
+        return connection if ready else None
 
     def _drive(self, connection: Any, op: Op) -> Any:
         """Run ``op``'s steps on ``connection``; its return value."""

@@ -17,7 +17,7 @@ from brutus.cli.app import main
 
 __all__ = ["Result", "run"]
 
-UNSET = ("BRUTUS_DEBUG", "ANTHROPIC_API_KEY")
+UNSET = ("BRUTUS_DEBUG", "BRUTUS_TENANT", "ANTHROPIC_API_KEY")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import MetaData, create_engine, null, select
 from sqlalchemy.engine import Engine
+from conftest import plain_url
 
 DATA = Path(__file__).with_name("data") / "migrations"
 # Parents before children, so the foreign keys hold while the rows go in.
@@ -44,7 +45,7 @@ def read_fixture(revision: str) -> dict[str, Any]:
 def plain_engine(url: str) -> Engine:
     """An engine without brutus's codec or pragmas: rows go in and come out exactly as stored (JSON text
     written as brutus writes it: UTF-8, not ``\\u`` escapes)."""
-    return create_engine(url, json_serializer=lambda value: json.dumps(value, ensure_ascii=False))
+    return create_engine(plain_url(url), json_serializer=lambda value: json.dumps(value, ensure_ascii=False))
 
 
 def _tables(engine: Engine) -> MetaData:

@@ -45,6 +45,7 @@ from brutus.db.async_sqlite import SQLiteThread
 from brutus.db import migrate
 from brutus.db.engine import WRITE, make_engine
 from brutus.db.tables import Base
+from conftest import plain_url
 
 pytestmark = pytest.mark.anyio
 
@@ -532,7 +533,7 @@ class LockHolder:
     PostgreSQL a session row (appends) or the migration advisory lock (open)."""
 
     def __init__(self, url: str, session_id: str | None = None) -> None:
-        parsed = make_url(sync_url(url))
+        parsed = make_url(plain_url(sync_url(url)))
         if parsed.get_backend_name() == "sqlite":
             self.conn: Any = sqlite3.connect(parsed.database, isolation_level=None)
             self.conn.execute("BEGIN IMMEDIATE")

@@ -12,7 +12,6 @@ from typing import Any
 import click
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from brutus.errors import InvalidInput
 from brutus.cli.maintenance_commands import parse_before
@@ -24,6 +23,7 @@ from brutus.tokens import estimate_json_tokens, estimate_tokens
 
 from builders import Msg, Tool, write_history
 from cli_helpers import run
+from conftest import plain_url
 
 
 def run_json(*args: str) -> Any:
@@ -34,12 +34,12 @@ def run_json(*args: str) -> Any:
 
 def raw_engine(url: str) -> Any:
     """An engine without brutus's settings (SQLite foreign keys stay off) to damage a database on purpose."""
-    return create_engine(make_url(normalize_url(url)))
+    return create_engine(plain_url(normalize_url(url)))
 
 
 def unchecked(connection: Any) -> None:
     if connection.dialect.name == "postgresql":
-        connection.execute(text("SET session_replication_role = replica"))  # foreign keys off for this session
+        connection.execute(text("SET LOCAL session_replication_role = replica"))  # foreign keys off for this transaction (a pooler hands the session on)
 
 
 def dump(url: str) -> dict[str, list[tuple]]:

@@ -20,6 +20,7 @@ from brutus.models import ModelLimits
 from brutus.replay import ReplayReport
 from cli_helpers import Result, run
 from corpus_helpers import corpus_file
+from conftest import plain_url
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 BOX = set("─│┃━┏┓┗┛┡┩╇╈┳┻╋┼┌┐└┘")
@@ -220,7 +221,7 @@ def test_gc_reports_the_size_of_the_whole_database(db_url: str) -> None:
         assert done["bytes_after"] == path.stat().st_size + (path.with_name(path.name + "-wal").stat().st_size
                                                              if path.with_name(path.name + "-wal").exists() else 0)
         return
-    engine = create_engine(db_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    engine = create_engine(plain_url(db_url.replace("postgresql://", "postgresql+psycopg://", 1)))
     with engine.connect() as connection:
         database = connection.execute(text("SELECT pg_database_size(current_database())")).scalar_one()
         outputs = connection.execute(text("SELECT pg_total_relation_size('tool_outputs')")).scalar_one()

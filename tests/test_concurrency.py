@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from brutus import SessionStore
+from conftest import plain_url
 
 WRITER = textwrap.dedent(
     """
@@ -62,7 +63,7 @@ def test_processes_append_concurrently(store_url: str) -> None:
         if m.info.role == "assistant":
             assert by_id[m.info.parent_id].info.role == "user"
             assert [p.state.status for p in m.parts] == ["completed"]
-    engine = create_engine(store_url)
+    engine = create_engine(plain_url(store_url))
     with engine.connect() as conn:
         tools = conn.execute(text("SELECT count(*) FROM tool_states WHERE status = 'completed'")).scalar()
     engine.dispose()

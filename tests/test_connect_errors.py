@@ -19,7 +19,7 @@ from brutus.db.engine import normalize_url, redact
 from brutus.db.migrate import connection_reason
 from cli_helpers import run
 from corpus_helpers import corpus_file
-from conftest import PG_ENV
+from conftest import PG_ENV, plain_url
 
 REFUSED = "postgresql+psycopg://root@127.0.0.1:1/test"  # nothing listens on port 1
 REFUSED_REASON = "Connection refused (Is the server running on that host and accepting TCP/IP connections?)"
@@ -92,7 +92,7 @@ def test_no_brutus_database_only_when_the_server_answered(backend: str, pg_serve
     assert str(raised.value) == f"no brutus database at {redact(empty)}" and raised.value.reason is None
     result = run("sessions", "list", "--db", empty)
     assert (result.returncode, result.stderr) == (1, f"brutus: error: no brutus database at {redact(empty)}\n")
-    with psycopg.connect(make_url(empty).set(drivername="postgresql").render_as_string(hide_password=False)) as conn:
+    with psycopg.connect(make_url(plain_url(empty)).set(drivername="postgresql").render_as_string(hide_password=False)) as conn:
         tables = conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'").fetchone()
     assert tables == (0,)  # nothing was created
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from brutus import SessionStore
 from brutus.db import gc_ops
@@ -27,6 +26,7 @@ from brutus.flows import StorageBytes, Vacuum, drive_flow
 
 from crash_writer import GC_CHUNK_BYTES
 from integrity import dump, integrity_problems
+from conftest import plain_url
 
 WRITER = str(Path(__file__).with_name("crash_writer.py"))
 OLD, NEW, BEFORE = 5, 10**13, 10  # prune marks: long ago, recently; gc drops what was pruned before BEFORE
@@ -57,7 +57,7 @@ def _fill(url: str) -> None:
 
 
 def _outputs(url: str) -> dict[str, str]:
-    engine = create_engine(make_url(url))
+    engine = create_engine(plain_url(url))
     try:
         with engine.connect() as conn:
             return {p: text_out(o) for p, o in conn.execute(text("SELECT part_id, output FROM tool_outputs"))}
@@ -205,7 +205,7 @@ def test_gc_killed_at_any_point_loses_nothing_it_was_not_asked_to_drop(
         _fill(url)
     names = _names(url)
     before_outputs = _outputs(url)
-    engine = create_engine(make_url(url))
+    engine = create_engine(plain_url(url))
     rows = dump(engine, exclude=("tool_outputs",))
     engine.dispose()
 
@@ -222,7 +222,7 @@ def test_gc_killed_at_any_point_loses_nothing_it_was_not_asked_to_drop(
     assert store.check().ok
     # the test suite's own stricter rules hold too, but for the outputs gc dropped
     assert sorted(integrity_problems(store)) == sorted(f"tool state {p}: completed without an output" for p in dropped)
-    engine = create_engine(make_url(url))
+    engine = create_engine(plain_url(url))
     assert dump(engine, exclude=("tool_outputs",)) == rows  # every other row as it was
     engine.dispose()
     assert all(before_outputs[p] == o for p, o in left.items())  # no output changed
@@ -236,7 +236,7 @@ def test_gc_killed_at_any_point_loses_nothing_it_was_not_asked_to_drop(
 
 
 def _names(url: str) -> dict[str, str]:
-    engine = create_engine(make_url(url))
+    engine = create_engine(plain_url(url))
     try:
         with engine.connect() as conn:
             return dict(conn.execute(text("SELECT part_id, call_id FROM tool_states")).all())

@@ -11,11 +11,11 @@ import os
 
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from brutus import SessionStore
 
 from cli_helpers import run
+from conftest import plain_url
 
 
 def _outputs(store: SessionStore, session_id: str, names: list[str], compacted: int | None) -> None:
@@ -31,7 +31,7 @@ def _outputs(store: SessionStore, session_id: str, names: list[str], compacted: 
 
 
 def _sql(url: str, query: str) -> int:
-    engine = create_engine(make_url(url))
+    engine = create_engine(plain_url(url))
     try:
         with engine.connect() as conn:
             return int(conn.execute(text(query)).scalar_one())

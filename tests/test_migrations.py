@@ -15,6 +15,7 @@ from brutus import SchemaOutOfDate, SessionStore
 from brutus.db import migrate
 from brutus.db.engine import make_engine
 from brutus.db.tables import Base, include_object
+from conftest import plain_url
 
 TABLES = {"sessions", "messages", "parts", "tool_states", "tool_outputs", "compactions"}
 
@@ -71,7 +72,7 @@ def test_pruned_parts_view_lists_marked_parts(store: SessionStore, store_url: st
         {"type": "tool", "call_id": "c", "tool": "read", "state": {"status": "completed", "input": {}, "output": "x" * 400, "time": {"start": 1, "end": 2, "compacted": 3}}},
     )
     store.append_part(msg.id, {"type": "tool", "call_id": "d", "tool": "read", "state": {"status": "completed", "input": {}, "output": "y"}})
-    engine = create_engine(store_url)
+    engine = create_engine(plain_url(store_url))
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT session_id, message_id, part_id, tool, tokens, compacted_at FROM pruned_parts")).all()
     engine.dispose()

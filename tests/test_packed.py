@@ -20,6 +20,7 @@ from brutus.db.engine import make_engine
 
 from raw_sqlite import raw_sqlite
 from test_bad_input import NASTY
+from conftest import plain_url
 
 FILLER = "the same line of a file, again and again\n" * 120  # 4,920 characters: packed
 
@@ -146,7 +147,7 @@ def _shell(store_url: str, sql: str) -> list[dict]:
         command = [shutil.which("sqlite3") or "sqlite3", "-json", store_url.removeprefix("sqlite:///"), sql]
         out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
         return json.loads(out) if out.strip() else []
-    url = store_url.replace("postgresql+psycopg://", "postgresql://")
+    url = plain_url(store_url).replace("postgresql+psycopg://", "postgresql://")
     wrapped = f"SELECT coalesce(json_agg(row_to_json(q)), '[]') FROM ({sql}) q"
     out = subprocess.run(["psql", "-X", "-At", url, "-c", wrapped], capture_output=True, text=True, check=True).stdout
     return json.loads(out)

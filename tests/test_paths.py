@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, text
 from brutus import InvalidInput, NoDatabase, SchemaOutOfDate, SessionStore, make_engine
 from brutus.db import migrate
 from cli_helpers import run
+from conftest import plain_url
 
 READERS = [
     ("sessions", "list"),
@@ -116,7 +117,7 @@ def _at_revision(url: str, revision: str) -> None:
 
 
 def _revision(url: str) -> str | None:
-    engine = create_engine(url)
+    engine = create_engine(plain_url(url))
     try:
         with engine.connect() as conn:
             return migrate.current_revision(conn)
@@ -217,7 +218,7 @@ def test_a_read_only_open_of_an_old_schema_raises(db_url: str) -> None:
 
 
 def test_an_engine_brutus_did_not_make_is_refused(store_url: str) -> None:
-    foreign = create_engine(store_url)
+    foreign = create_engine(plain_url(store_url))
     try:
         with pytest.raises(InvalidInput, match="brutus.make_engine"):
             SessionStore(foreign)

@@ -377,8 +377,11 @@ def test_postgresql_writes_leave_the_index_alone_and_a_writer_still_open_is_not_
     run's snapshot says it did not see it, so it is pending and found (a high-water mark would lose it)."""
     store = SessionStore.open(store_url, index_in_background=False)
     engine = make_engine(store_url)
-    counts = lambda: engine.connect().execute(  # noqa: E731
-        text("SELECT (SELECT count(*) FROM search_vectors), (SELECT count(*) FROM search_pending)")).one()
+
+    def counts() -> tuple[int, int]:  # its connection closed at once: an open one would block the next TRUNCATE
+        with engine.connect() as connection:
+            return tuple(connection.execute(text("SELECT (SELECT count(*) FROM search_vectors), (SELECT count(*) FROM search_pending)")).one())
+
     session = store.create_session()
     early = store.append_message(session.id, "user")
     store.append_part(early.id, _text("an early ocelot"))

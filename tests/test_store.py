@@ -13,6 +13,7 @@ from brutus import (
     TokenCounts,
 )
 from brutus.models import CacheTokens, ToolPart
+from conftest import plain_url
 
 ALL_PARTS = [
     {"type": "text", "text": "hello", "synthetic": True},
@@ -54,7 +55,7 @@ def test_delete_cascades_to_every_table(store: SessionStore, store_url: str) -> 
     tool = store.append_part(msg.id, {"type": "tool", "call_id": "c", "tool": "read", "state": {"status": "completed", "input": {}, "output": "x"}})
     assert tool.id
     store.delete_session(ses.id)
-    engine = create_engine(store_url)
+    engine = create_engine(plain_url(store_url))
     with engine.connect() as conn:
         for table in ("messages", "parts", "tool_states", "tool_outputs", "compactions"):
             assert conn.execute(text(f"SELECT count(*) FROM {table}")).scalar() == 0, table
@@ -167,7 +168,7 @@ def test_token_estimates_are_stored_at_write_time(store: SessionStore, store_url
     tool = store.append_part(msg.id, {"type": "tool", "call_id": "c", "tool": "read", "state": {"status": "pending", "input": {"p": 1}}})
     store.update_tool(tool.id, status="running")
     store.update_tool(tool.id, status="completed", output="y" * 4001)  # 1001 tokens
-    engine = create_engine(store_url)
+    engine = create_engine(plain_url(store_url))
     with engine.connect() as conn:
         out = conn.execute(text("SELECT output_tokens FROM tool_states WHERE part_id = :p"), {"p": tool.id}).scalar()
         part_tokens = conn.execute(text("SELECT tokens FROM parts WHERE id = :p"), {"p": tool.id}).scalar()

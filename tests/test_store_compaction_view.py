@@ -14,6 +14,7 @@ from brutus.history import filter_compacted
 from brutus.pruning import prune
 
 from builders import Msg, Tool, histories, write_history
+from conftest import plain_url
 
 @contextmanager
 def capture_sql(engine, statements: list[str]):
@@ -90,7 +91,7 @@ def test_prune_marks_exactly_the_seed_parts(store: SessionStore, store_url: str)
     assert [p.id for p in expected.parts] == [p.id for p in result.parts]
     assert all(p.state.time.compacted is not None and p.state.output is None for p in result.parts)
 
-    engine = create_engine(store_url)
+    engine = create_engine(plain_url(store_url))
     with engine.connect() as conn:
         pruned = conn.execute(text("SELECT part_id FROM pruned_parts WHERE session_id = :s"), {"s": session_id}).scalars().all()
         kept = conn.execute(text("SELECT count(*) FROM tool_outputs o JOIN pruned_parts p ON p.part_id = o.part_id WHERE p.session_id = :s"), {"s": session_id}).scalar()
@@ -194,13 +195,13 @@ def test_prune_returns_a_marked_part_whose_tool_row_names_another_session(store:
     session_id = write_history(store, _old_reads(30))
     other = store.create_session().id
     oldest = store.messages(session_id)[1].parts[0].id
-    engine = create_engine(store_url)
+    engine = create_engine(plain_url(store_url))
     with engine.begin() as conn:
         conn.execute(text("UPDATE tool_states SET session_id = :o WHERE part_id = :p"), {"o": other, "p": oldest})
     engine.dispose()
     result = store.prune(session_id)
     assert len(result.parts) == 14 and result.parts[-1].id == oldest  # newest first: the oldest is last
-    engine = create_engine(store_url)
+    engine = create_engine(plain_url(store_url))
     with engine.connect() as conn:
         stamps = dict(conn.execute(text("SELECT part_id, compacted_at FROM tool_states WHERE compacted_at IS NOT NULL")).all())
     engine.dispose()

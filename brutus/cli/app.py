@@ -11,7 +11,7 @@ import sys
 import click
 
 from .. import __version__
-from .options import DB_HELP
+from .options import DB_HELP, TENANT_HELP, note_tenant
 
 __all__ = ["cli", "main"]
 
@@ -31,6 +31,10 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version=__version__)
 @click.option("--db", "db", metavar="URL", default=None, help=f"{DB_HELP} Every command takes it too; its own wins.")
+@click.option(
+    "--tenant", metavar="NAME", default=None, expose_value=False, callback=note_tenant,
+    help=f"{TENANT_HELP} Every command that takes --db takes it too; its own wins.",
+)
 def cli(db: str | None) -> None:
     """brutus: the compaction-aware session store behind a long-running coding agent."""
 

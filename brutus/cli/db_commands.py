@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .options import db_option, json_option, print_json
+from .options import command_tenant, db_option, json_option, print_json
 
 
 def register(cli: click.Group) -> None:
@@ -17,9 +17,11 @@ def db() -> None:
 
 
 def _engine(url: str | None, *, create: bool, read_only: bool = False):
+    """The database's engine; on SQLite ``--tenant``'s file (PostgreSQL's schema is every tenant's)."""
     from ..db.engine import default_url, make_engine
+    from ..db.tenants import check_tenant, tenant_url
 
-    url = url or default_url()
+    url = tenant_url(url or default_url(), check_tenant(command_tenant()))
     return url, make_engine(url, create=create, read_only=read_only)
 
 

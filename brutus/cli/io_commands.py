@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .options import db_option, json_option, open_output, open_store, print_json
+from .options import db_option, json_option, open_output, open_store, print_json, read_url_option
 
 
 def register(cli: click.Group) -> None:
@@ -123,12 +123,13 @@ def _print_reports(reports: list[Any]) -> None:
 @click.argument("session_id", metavar="SESSION")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of standard output.")
 @db_option
-def export(session_id: str, output: Path | None, db: str | None) -> None:
+@read_url_option
+def export(session_id: str, output: Path | None, db: str | None, read_url: str | None) -> None:
     """Export a session's whole history as OpenCode export JSON (`brutus import` reads it back), with its
     times and its sub-agent sessions (under "children", which OpenCode ignores)."""
     from ..importers.export import write_export
 
-    store = open_store(db, read_only=True)
+    store = open_store(db, read_only=True, read_url=read_url)
     try:
         session_id = store.resolve_session(session_id)
         if output is None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .options import db_option, json_option, open_store, print_json
+from .options import db_option, json_option, open_store, print_json, read_url_option
 
 __all__ = ["ProblemsFound", "Refused", "parse_before", "register"]
 
@@ -34,13 +34,14 @@ class Refused(ProblemsFound):
 @click.command()
 @click.argument("session_id", metavar="SESSION")
 @db_option
+@read_url_option
 @json_option
-def stats(session_id: str, db: str | None, as_json: bool) -> None:
+def stats(session_id: str, db: str | None, read_url: str | None, as_json: bool) -> None:
     """Token accounting of a session: estimates by part type and by tool, pruned parts and tokens,
     compactions (pre/post tokens, fallback, status), provider-reported usage and cost."""
     from .maintenance_output import print_stats
 
-    store = open_store(db, read_only=True)
+    store = open_store(db, read_only=True, read_url=read_url)
     try:
         found = store.stats(store.resolve_session(session_id))
     finally:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from .options import db_option, json_option, open_store, print_json
+from .options import db_option, json_option, open_store, print_json, read_url_option
 
 __all__ = ["register", "search"]
 
@@ -44,14 +44,15 @@ def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> int
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most this many hits.")
 @json_option
 @db_option
+@read_url_option
 def search(
     query: str, session_id: str | None, role: str | None, tool: str | None, since: int | None, limit: int,
-    as_json: bool, db: str | None,
+    as_json: bool, db: str | None, read_url: str | None,
 ) -> None:
     """Find QUERY's words in every session: turns before a compaction, summaries and pruned outputs included.
 
     Every word must appear in the same text (a message's text, a tool call or a tool output); newest first."""
-    with open_store(db, create=False) as store:  # writable: a search indexes what was written since
+    with open_store(db, create=False, read_url=read_url) as store:  # writable: indexes what was written (no replica)
         session_id = store.resolve_session(session_id) if session_id is not None else None
         hits = store.search(query, session_id=session_id, role=role, tool=tool, since=since, limit=limit)
     if as_json:

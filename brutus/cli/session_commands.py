@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from .options import db_option, json_option, open_output, open_store, print_json, write_output
+from .options import db_option, json_option, open_output, open_store, print_json, read_url_option, write_output
 
 
 def register(cli: click.Group) -> None:
@@ -85,12 +85,13 @@ def _children(children: list) -> str:
 @json_option
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most this many sessions (a page).")
 @click.option("--after", metavar="ID", default=None, help="Start after this session (the previous page's last).")
-def list_(db: str | None, as_json: bool, limit: int | None, after: str | None) -> None:
+@read_url_option
+def list_(db: str | None, as_json: bool, limit: int | None, after: str | None, read_url: str | None) -> None:
     """List sessions, most recently updated first (ties by id). --limit N --after ID pages through them:
     --json then prints {"sessions": [...], "next": ID or null}, ID the cursor for the next page."""
     from .output import print_sessions, sessions_json
 
-    store = open_store(db, read_only=True)
+    store = open_store(db, read_only=True, read_url=read_url)
     try:
         found = store.list_sessions(limit=None if limit is None else limit + 1, after=after)
     finally:

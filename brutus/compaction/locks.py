@@ -1,7 +1,14 @@
 """One compaction per session at a time, across threads and processes, released if the holder dies.
 
-- PostgreSQL: a session-level advisory lock (``pg_try_advisory_lock``) held on a dedicated connection for the
-  whole compaction; the server drops it when that connection closes, so a killed process frees it.
+- PostgreSQL: a transaction-level advisory lock (``pg_try_advisory_xact_lock``) taken in a transaction that a
+  dedicated connection keeps open for the whole compaction, and rolled back at the end (it writes nothing).
+  A transaction, not the connection's session, because a transaction-pooling pooler (pgbouncer) keeps a
+  client on one server connection only for the length of a transaction: a session-level lock would stay
+  with a server connection the pooler hands to other clients. The server drops the lock when the
+  transaction ends or its connection closes, so a killed process frees it. The transaction turns off
+  ``idle_in_transaction_session_timeout`` for itself (``SET LOCAL``): it sits idle while the summarizer
+  runs, and holds nothing that timeout protects (no transaction id, no row lock; at READ COMMITTED no
+  snapshot between statements).
 - SQLite: an exclusive ``flock`` on a small file per session beside the database (``<db>.locks/``); the
   kernel drops it when the process dies. ``flock`` locks belong to an open file, so two threads of one
   process exclude each other too.
@@ -52,22 +59,20 @@ def compaction_lock(engine: Engine, session_id: str) -> Iterator[None]:
             yield
 
 
+# one trip: the transaction's timeout off (module docstring), then the lock without waiting
+_PG_TRY_LOCK = text("SELECT set_config('idle_in_transaction_session_timeout', '0', true), pg_try_advisory_xact_lock(:k)")
+
+
 @contextmanager
 def _pg_lock(engine: Engine, session_id: str) -> Iterator[None]:
-    key = advisory_key(session_id)
-    connection = engine.connect()
-    try:
-        got = connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
-        connection.commit()
-        if not got:
-            raise CompactionInProgress(f"session {session_id} is being compacted by another caller")
-        try:
-            yield
-        finally:
-            connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-            connection.commit()
-    finally:
-        connection.close()
+    with engine.connect() as connection:  # closing it rolls the lock's transaction back: the lock goes with it
+        if not connection.execute(_PG_TRY_LOCK, {"k": advisory_key(session_id)}).one()[1]:
+            raise _in_progress(session_id)
+        yield
+
+
+def _in_progress(session_id: str) -> CompactionInProgress:
+    return CompactionInProgress(f"session {session_id} is being compacted by another caller")
 
 
 @contextmanager
@@ -81,7 +86,7 @@ def _file_lock(database: str, session_id: str) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise CompactionInProgress(f"session {session_id} is being compacted by another caller") from None
+            raise _in_progress(session_id) from None
         try:
             yield
         finally:
@@ -159,14 +164,7 @@ async def async_compaction_lock(engine: Any, session_id: str) -> AsyncIterator[N
         with _file_lock(engine.url.database or "", session_id):
             yield
         return
-    key = advisory_key(session_id)
-    async with engine.connect() as connection:
-        got = (await connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar()
-        await connection.commit()
-        if not got:
-            raise CompactionInProgress(f"session {session_id} is being compacted by another caller")
-        try:
-            yield
-        finally:
-            await connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-            await connection.commit()
+    async with engine.connect() as connection:  # as _pg_lock: the lock lives as long as this transaction
+        if not (await connection.execute(_PG_TRY_LOCK, {"k": advisory_key(session_id)})).one()[1]:
+            raise _in_progress(session_id)
+        yield

@@ -11,7 +11,9 @@ that holds a snapshot stops checkpoints from restarting the log, so the file gro
 ``journal_size_limit`` gives that space back at the next restart instead of keeping the peak. brutus takes
 over BEGIN from the sqlite3 driver: a write transaction starts with ``BEGIN IMMEDIATE``, so a second process
 waits for the write lock (up to the busy timeout) instead of failing with "database is locked" when its
-read snapshot goes stale mid-transaction. PostgreSQL goes through psycopg 3.
+read snapshot goes stale mid-transaction. PostgreSQL goes through psycopg 3; behind a transaction-pooling
+pooler (pgbouncer) the URL says so, ``?pooler=transaction``, and psycopg then prepares no statement on the
+server (a prepared statement belongs to one server connection, a transaction may get another).
 """
 
 from __future__ import annotations
@@ -159,12 +161,36 @@ def engine_options(url: str, *, create: bool = True, read_only: bool = False, **
         if parsed.get_driver_name() != "psycopg":
             raise InvalidInput(f"brutus talks to PostgreSQL through psycopg 3: use postgresql+psycopg://…, got {redact(url)}")
         options["pool_pre_ping"] = True
-        if read_only:
-            options["connect_args"] = {"options": "-c default_transaction_read_only=on"}
+        parsed, pooler = _pooler(parsed)
+        if pooler == "transaction":
+            # no server-side prepared statements (psycopg prepares a statement run 5 times on its connection):
+            # the pooler gives the next transaction another server connection, where the statement does not
+            # exist, or another client's does. Only then: direct, they save a third to a half of a call's time
+            # (benchmarks/RESULTS.md)
+            options["connect_args"] = {"prepare_threshold": None}
+        if read_only:  # each transaction BEGIN READ ONLY (pgbouncer refuses a startup parameter that would say so)
+            options["execution_options"] = {"postgresql_readonly": True}
     else:
         raise InvalidInput(f"brutus supports SQLite and PostgreSQL, not {backend!r} ({redact(url)})")
+    if "connect_args" in kwargs:  # the caller's beside brutus's (a replica's timeout keeps ?pooler= working)
+        kwargs = {**kwargs, "connect_args": {**options.get("connect_args", {}), **kwargs["connect_args"]}}
     options.update(kwargs)
     return parsed, backend, options
+
+
+_POOLER = "pooler"  # the URL's query parameter naming the pool_mode of a pooler in front of PostgreSQL
+_POOL_MODES = ("session", "transaction")
+
+
+def _pooler(parsed: URL) -> tuple[URL, str | None]:
+    """The URL without brutus's ``?pooler=`` (libpq does not know it), and its value: ``transaction`` when a
+    transaction-pooling pooler (pgbouncer's ``pool_mode = transaction``) stands in front of the server."""
+    mode = parsed.query.get(_POOLER)
+    if mode is None:
+        return parsed, None
+    if mode not in _POOL_MODES:
+        raise InvalidInput(f"?{_POOLER}= takes {' or '.join(_POOL_MODES)} (a pooler's pool_mode; brutus needs transactions), got {mode!r}")
+    return parsed.difference_update_query([_POOLER]), mode
 
 
 def sqlite_pragmas(dbapi_connection: Any, *, read_only: bool = False) -> None:

@@ -134,15 +134,17 @@ def revision_of(engine: Engine, where: str) -> str | None:
     return current
 
 
-def prepare_schema(engine: Engine, where: str, *, migrate: bool, create: bool) -> None:
-    """Bring the schema to head (``migrate``) or check it is there. Without ``create`` a database holding no
-    brutus schema is ``NoDatabase``: nothing is created. A database at head is not touched."""
+def prepare_schema(engine: Engine, where: str, *, migrate: bool, create: bool) -> bool:
+    """Bring the schema to head (``migrate``) or check it is there; whether it migrated (wrote). Without
+    ``create`` a database holding no brutus schema is ``NoDatabase``: nothing is created. A database at head is
+    not touched."""
     current = revision_of(engine, where)
     if current is None and not create:
         raise NoDatabase(where)
     head = head_revision()
     if current == head:
-        return
+        return False
     if not migrate:
         raise SchemaOutOfDate(current, head, where)
     upgrade(engine)
+    return True

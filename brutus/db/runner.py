@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError, SQLAlchemyError
 
-from ..errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput
+from ..errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput, Unavailable
 from .pg_bulk import BULK_INSERTS, insert_rows
 from .statements import Op, Step
 
-__all__ = ["Clock", "drive", "fetch", "now_ms", "translate", "translate_errors"]
+__all__ = ["Clock", "drive", "fetch", "lost_connection", "now_ms", "translate", "translate_errors"]
 
 Clock = Callable[[], int]
 
@@ -80,8 +80,12 @@ def translate(exc: Exception) -> Exception:
     """The ``BrutusError`` for a SQLAlchemy or driver exception; any other exception as it is."""
     if isinstance(exc, BrutusError):
         return exc
+    if lost_connection(exc):
+        return Unavailable(f"database unavailable: {_reason(exc)} (retryable: the store reconnects)")
     if isinstance(exc, IntegrityError):
         return InvalidInput(f"refused by the database: {_reason(exc)}")
+    if isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in _PREPARED_ELSEWHERE:
+        return DatabaseError(f"database error: {_reason(exc)} ({_BEHIND_A_POOLER})")
     if isinstance(exc, OperationalError):
         reason = _reason(exc)
         if "locked" in reason or "busy" in reason:
@@ -99,6 +103,26 @@ def translate(exc: Exception) -> Exception:
     if isinstance(exc, sqlite3.Error):
         return DatabaseError(f"database error: {exc}")
     return exc
+
+
+# a prepared statement missing or there already: its server connection is not the one psycopg prepared it on
+_PREPARED_ELSEWHERE = {"26000", "42P05"}
+_BEHIND_A_POOLER = "behind a transaction-pooling pooler such as pgbouncer? add ?pooler=transaction to the database URL"
+
+
+def lost_connection(exc: Exception) -> bool:
+    """Whether ``exc`` says the PostgreSQL server could not be reached or cut the connection: SQLAlchemy saw a
+    disconnect, or psycopg failed with no server error code (connecting, the socket closed) or with a code of
+    class 08 (connection exception) or 57P (the server shutting down or starting up)."""
+    if not isinstance(exc, (OperationalError, InterfaceError)):
+        return False
+    if exc.connection_invalidated:
+        return True
+    orig = exc.orig
+    if not hasattr(orig, "sqlstate"):  # not psycopg (sqlite3 has no SQLSTATE)
+        return False
+    code = orig.sqlstate
+    return code is None or code.startswith(("08", "57P"))
 
 
 def _reason(exc: SQLAlchemyError) -> str:

@@ -141,32 +141,36 @@ _OPTIMIZE = prebuilt(text("INSERT INTO search_index(search_index) VALUES ('optim
 # PostgreSQL: the state row held (one index run at a time; a run that finds another under way leaves the work
 # to it, never waits: a sync call waiting on an async store's run in the same thread would wait forever), a snapshot, the vectors of the rows pending against
 # the last snapshot upserted with their message's time, the new snapshot stored
-_PG_HOLD = prebuilt(text("SELECT 1 FROM search_state FOR UPDATE SKIP LOCKED").columns(column("1")))
+# The state row is the transaction's tenant's (0011: a tenant's run marks its own rows only; a role that passes
+# row-level security sees every tenant's row, so the statements name the one they mean)
+PG_TENANT_STATE = "search_state WHERE tenant = coalesce(current_setting('brutus.tenant', true), '')"
+_PG_HOLD = prebuilt(text(f"SELECT 1 FROM {PG_TENANT_STATE} FOR UPDATE SKIP LOCKED").columns(column("1")))
 _PG_SNAPSHOT = prebuilt(text("SELECT CAST(pg_current_snapshot() AS text) AS snapshot").columns(column("snapshot")))
 _PG_INDEXED = prebuilt(
-    text("SELECT CAST(pg_snapshot_xmin(indexed) AS text) AS xmin, CAST(indexed AS text) AS indexed FROM search_state")
+    text(f"SELECT CAST(pg_snapshot_xmin(indexed) AS text) AS xmin, CAST(indexed AS text) AS indexed FROM {PG_TENANT_STATE}")
     .columns(column("xmin"), column("indexed"))
 )
 # (a row is pending when its transaction is not visible in the snapshot the last index run took)
 # the vectors of each kind of document pending (its row's ``search_xid`` not visible in the snapshot the last
-# index run took), upserted with its message's time
+# index run took), upserted with its message's time and its part's tenant (a run that passes row-level security
+# indexes every tenant's rows, each as its own)
 PG_UPSERT_TEXT = (
-    "INSERT INTO search_vectors (part_id, kind, vector, created_at) "
-    "SELECT p.id, 0, coalesce(brutus_search_vector(p.data ->> 'text'), ''::tsvector), m.created_at FROM parts p "
+    "INSERT INTO search_vectors (part_id, kind, vector, created_at, tenant) "
+    "SELECT p.id, 0, coalesce(brutus_search_vector(p.data ->> 'text'), ''::tsvector), m.created_at, p.tenant FROM parts p "
     "JOIN messages m ON m.id = p.message_id WHERE {pending} AND p.type IN ('text', 'reasoning') "
     "ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector, created_at = excluded.created_at"
 )
 PG_UPSERT_CALL = (
-    "INSERT INTO search_vectors (part_id, kind, vector, created_at) "
+    "INSERT INTO search_vectors (part_id, kind, vector, created_at, tenant) "
     "SELECT p.id, 1, coalesce(brutus_search_vector(t.tool || ' ' || coalesce(t.title, '') || ' ' || "
-    "coalesce(t.error, '') || ' ' || coalesce(brutus_json_strings(t.input), '')), ''::tsvector), m.created_at "
+    "coalesce(t.error, '') || ' ' || coalesce(brutus_json_strings(t.input), '')), ''::tsvector), m.created_at, p.tenant "
     "FROM tool_states t JOIN parts p ON p.id = t.part_id "
     "JOIN messages m ON m.id = p.message_id WHERE {pending} "
     "ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector, created_at = excluded.created_at"
 )
 PG_UPSERT_OUTPUT = (
-    "INSERT INTO search_vectors (part_id, kind, vector, created_at) "
-    "SELECT p.id, 2, coalesce(brutus_search_vector(o.output), ''::tsvector), m.created_at "
+    "INSERT INTO search_vectors (part_id, kind, vector, created_at, tenant) "
+    "SELECT p.id, 2, coalesce(brutus_search_vector(o.output), ''::tsvector), m.created_at, p.tenant "
     "FROM tool_outputs o JOIN parts p ON p.id = o.part_id "
     "JOIN messages m ON m.id = p.message_id WHERE {pending} "
     "ON CONFLICT (part_id, kind) DO UPDATE SET vector = excluded.vector, created_at = excluded.created_at"
@@ -233,7 +237,7 @@ def search_flow(query: Any, *, dialect: str, index: bool, **filters: Any) -> Gen
             yield Tx(index_pending(dialect))
         except DatabaseError:
             pass
-    return (yield Tx(search(query, dialect=dialect, **filters), write=False))
+    return (yield Tx(search(query, dialect=dialect, **filters), write=False, replica=True))
 
 
 def optimize_index() -> Op:

@@ -292,7 +292,8 @@ def next_seqs(kind: Literal["message", "part"] | None = None, count: int = 0) ->
 
 
 # PostgreSQL: every id given, whatever their number, in one array parameter per kind (``b_message_ids``,
-# ``b_part_ids``): one statement, no chunks, no statement text growing with the ids.
+# ``b_part_ids``): one statement, no chunks, no statement text growing with the ids. Used where it saves a
+# statement (``bulk_ops._arrays_save``): under row-level security it is planned afresh each call.
 def _taken_any(kind: Literal["message", "part"]) -> Any:
     table = M if kind == "message" else P
     return select(table.c.id).where(table.c.id == any_(bindparam(f"b_{kind}_ids", type_=ARRAY(String))))

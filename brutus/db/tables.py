@@ -16,6 +16,8 @@ Rules the rows keep:
   table with its keys, marks and triggers, PostgreSQL's vector table with its GIN index and each row's
   ``search_xid``. They differ per backend, so they are not rows
   here: ``SEARCH_OBJECTS`` names them and ``include_object`` keeps them out of model/migration comparisons.
+- Tenants (0011, PostgreSQL only): a ``tenant`` column on every table of session data, filled by its default
+  from the transaction's setting and enforced by row-level security; no row here names it (``TENANT_OBJECTS``).
 
 Migrations (``migrations/versions``) create exactly this; a test compares them. ``create_all`` is for nothing.
 """
@@ -46,6 +48,7 @@ __all__ = [
     "CompactionRow",
     "SEARCH_OBJECTS",
     "SEARCH_TEXT_LIMIT",
+    "TENANT_OBJECTS",
     "MessageRow",
     "PACKED_TYPES",
     "PRUNED_PARTS_VIEW",
@@ -312,6 +315,18 @@ SEARCH_OBJECTS = frozenset(
 )
 
 
+# PostgreSQL's tenants (0011, ``brutus.db.tenants``): each table's ``tenant`` column and the list's index; SQLite
+# keeps a tenant in a file of its own
+TENANT_OBJECTS = frozenset({"tenant", "ix_sessions_tenant"})
+
+
 def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-    """alembic's ``include_object`` hook: everything but the search index's backend-specific objects."""
-    return name not in SEARCH_OBJECTS
+    """alembic's ``include_object`` hook: everything but the backend-specific objects (the search index's, the
+    tenants')."""
+    if name in SEARCH_OBJECTS or name in TENANT_OBJECTS:
+        return False
+    # PostgreSQL's transcript key leads with the tenant (0011); the model's, without it, is SQLite's
+    if type_ == "unique_constraint":
+        reflected_columns = obj.columns if reflected else getattr(compare_to, "columns", ())
+        return "tenant" not in reflected_columns
+    return True

@@ -122,17 +122,31 @@ def _import(store: SessionStore, document: Document) -> ImportReport:
             count = _write(document, session, "update", lambda: importer.update(store, session, name=document.name))
             (report.updated if count else report.skipped).append(session.id)
         else:
-            count = _write(document, session, "import", lambda: write_session(store, session))
+            count = _write(document, session, "import", lambda: write_session(store, session), tenant=store.tenant)
             report.created.append(session.id)
         written += count
     return replace(report, messages=written)
 
 
-def _write(document: Document, session: ImportedSession, doing: str, write: Callable[[], int]) -> int:
-    """``write()``, a refusal by the store named as the file's."""
+def _write(
+    document: Document, session: ImportedSession, doing: str, write: Callable[[], int], *, tenant: str | None = None
+) -> int:
+    """``write()``, a refusal by the store named as the file's. In a tenant's store an id the tenant cannot see
+    but the database holds is another tenant's: ids are global (``brutus.db.tenants``), so it says so."""
     try:
         return write()
     except ImportFormatError:
         raise
     except (InvalidInput, NotFound) as exc:
+        if tenant is not None and _duplicate(exc):
+            raise ImportFormatError(
+                f"{document.name}: cannot {doing} session {session.id} into tenant {tenant!r}: another tenant of "
+                "this database holds its ids (ids are global: a file is imported into one tenant only)"
+            ) from exc
         raise ImportFormatError(f"{document.name}: cannot {doing} session {session.id}: {exc}") from exc
+
+
+def _duplicate(error: BaseException) -> bool:
+    """Whether the store refused ``error``'s write as a duplicate key (PostgreSQL's unique_violation)."""
+    cause = getattr(error.__cause__, "orig", None)
+    return getattr(cause, "sqlstate", None) == "23505"

@@ -179,7 +179,7 @@ def write_export(store: SessionStore, session_id: str, out: IO[bytes], *, childr
         raise AssertionError("an export with ensure_ascii always encodes")
 
     try:
-        count = store.run(Tx(op(), write=False))
+        count = store.run(Tx(op(), write=False, replica=True))
         if not seekable:
             target.seek(start)
             shutil.copyfileobj(target, out)

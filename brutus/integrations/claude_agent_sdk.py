@@ -20,6 +20,8 @@ Rules (the SDK's protocol, ``claude_agent_sdk.types.SessionStore``, and what bru
 - ``delete`` of a main key deletes its session with everything in it, sub-agent transcripts included; of a
   subpath, that transcript only. Deleting the session in brutus deletes the transcript too.
 - Appends to one SDK session take turns (the transcript lock), so concurrent appends cannot interleave.
+- On a tenant's store (``AsyncSessionStore.open(url, tenant=...)``) every key is that tenant's: the SDK's
+  ``project_key`` stays the project within it, and ``list_sessions(project_key)`` lists the tenant's only.
 """
 
 from __future__ import annotations
@@ -66,13 +68,13 @@ class BrutusSessionStore:
 
     def session_id(self, key: SessionKey | Mapping[str, Any]) -> str:
         """The brutus session a key's transcript is parsed into (``brutus show`` it)."""
-        return _key(key).session_id
+        return _key(key, self.store.tenant).session_id
 
     # -- the protocol -------------------------------------------------------------------------------------
 
     async def append(self, key: SessionKey, entries: list[Any]) -> None:
         """Mirror a batch of transcript entries (see the module's rules)."""
-        transcript = _key(key)
+        transcript = _key(key, self.store.tenant)
         if not entries:
             return
         if not isinstance(entries, Sequence) or isinstance(entries, (str, bytes)):
@@ -81,7 +83,7 @@ class BrutusSessionStore:
             await self._parse(transcript)
 
     async def load(self, key: SessionKey) -> list[Any] | None:
-        return await run(self.store, tr.load(_key(key)), write=False)
+        return await run(self.store, tr.load(_key(key, self.store.tenant)), write=False)
 
     async def list_sessions(self, project_key: str) -> list[dict[str, Any]]:
         rows = await run(self.store, tr.list_main(SDK, _project(project_key)), write=False)
@@ -96,7 +98,7 @@ class BrutusSessionStore:
         ]
 
     async def delete(self, key: SessionKey) -> None:
-        transcript = _key(key)
+        transcript = _key(key, self.store.tenant)
         async with self.store.batch():
             await run(self.store, tr.lock(transcript, self._dialect))
             try:
@@ -105,7 +107,7 @@ class BrutusSessionStore:
                 pass
 
     async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
-        main = _key({"project_key": key.get("project_key"), "session_id": key.get("session_id")})
+        main = _key({"project_key": key.get("project_key"), "session_id": key.get("session_id")}, self.store.tenant)
         return await run(self.store, tr.subkeys(main), write=False)
 
     # -- steps --------------------------------------------------------------------------------------------
@@ -232,7 +234,7 @@ def _project(project_key: Any) -> str:
     return project_key
 
 
-def _key(key: Mapping[str, Any]) -> TranscriptKey:
+def _key(key: Mapping[str, Any], tenant: str | None) -> TranscriptKey:
     if not isinstance(key, Mapping):
         raise InvalidInput(f"a session key is a dict with project_key and session_id, got {type(key).__name__}")
     session_id, subpath = key.get("session_id"), key.get("subpath")
@@ -240,4 +242,4 @@ def _key(key: Mapping[str, Any]) -> TranscriptKey:
         raise InvalidInput(f"session_id must be a non-empty string, got {session_id!r}")
     if subpath is not None and (not isinstance(subpath, str) or not subpath):
         raise InvalidInput("subpath must be a non-empty string, or absent for the main transcript")
-    return TranscriptKey(SDK, _project(key.get("project_key")), session_id, subpath or "")
+    return TranscriptKey(SDK, _project(key.get("project_key")), session_id, subpath or "", tenant or "")

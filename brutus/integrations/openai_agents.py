@@ -26,6 +26,8 @@ Rules:
   a compaction lies after it). A branch from the first turn with nothing before it is a new empty session
   (nothing to fork). ``clear_session`` deletes every branch too and switches to "main".
 - Calls on one session take turns (the transcript lock).
+- On a tenant's store (``AsyncSessionStore.open(url, tenant=...)``) the session ids are that tenant's: two
+  tenants' ``BrutusSession("user-42", store)`` are two sessions, neither seeing the other's.
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ class BrutusSession:
             session_settings = SessionSettings(**session_settings)
         self.session_settings = session_settings or SessionSettings()
         self.branch_id = MAIN  # the branch the calls go to
-        self._key = TranscriptKey(SDK, "", session_id)
+        self._tenant = store.tenant or ""  # session ids are the tenant's own: two tenants may both have "user-42"
+        self._key = TranscriptKey(SDK, "", session_id, tenant=self._tenant)
         self._session = self._key.session_id  # the current branch's brutus session, as last seen
 
     @property
@@ -159,7 +162,7 @@ class BrutusSession:
         store, main = self.store, self._key.main()
         async with store.batch():
             await run(store, tr.lock(main, self._dialect))
-            branches = [TranscriptKey(SDK, "", self.session_id, b) for b in await run(store, tr.subkeys(main))]
+            branches = [TranscriptKey(SDK, "", self.session_id, b, self._tenant) for b in await run(store, tr.subkeys(main))]
             for key in [main, *branches]:
                 row = await run(store, tr.find(key))
                 session = key.session_id if row is None else row.session_id
@@ -209,7 +212,7 @@ class BrutusSession:
             self.branch_id, self._key = MAIN, self._key.main()
             self._session = self._key.session_id
             return
-        key = TranscriptKey(SDK, "", self.session_id, branch_id) if isinstance(branch_id, str) and branch_id else None
+        key = TranscriptKey(SDK, "", self.session_id, branch_id, self._tenant) if isinstance(branch_id, str) and branch_id else None
         row = None if key is None else await run(self.store, tr.find(key), write=False)
         if row is None:
             raise InvalidInput(f"branch {branch_id!r} does not exist in session {self.session_id!r}")
@@ -232,7 +235,7 @@ class BrutusSession:
     async def _branch_key(self, name: str | None, turn_number: int) -> TranscriptKey:
         """The key of a new branch: ``name``, refused when in use, else the SDK's default name made unique."""
         def key(branch: str) -> TranscriptKey:
-            return TranscriptKey(SDK, "", self.session_id, branch)
+            return TranscriptKey(SDK, "", self.session_id, branch, self._tenant)
 
         if name is not None:
             if name == MAIN or await run(self.store, tr.find(key(name))) is not None:

@@ -3,8 +3,9 @@
 Rules:
 
 - A transcript is named by its SDK's key (``TranscriptKey``: sdk, project_key, the SDK's session id and a
-  subpath, ``""`` where the SDK has none) and mirrored into one brutus session whose id is derived from that
-  key, so it is found without a lookup and never clashes across projects. Message and part ids inside it are
+  subpath, ``""`` where the SDK has none, within the store's tenant) and mirrored into one brutus session
+  whose id is derived from that key, so it is found without a lookup and never clashes across projects or
+  tenants (a tenant's rows hold only its keys: ``brutus.db.tenants``). Message and part ids inside it are
   derived from the key too (``TranscriptKey.tag``). The one exception is an OpenAI Agents branch: its
   session is a ``store.fork`` (its row names it), and the entries copied into it name the fork's copies.
 - Entries are rows of ``transcript_entries`` numbered in arrival order from 1 (``seq``, never reused), each
@@ -91,10 +92,13 @@ class TranscriptKey:
     project_key: str
     external_id: str
     subpath: str = ""
+    tenant: str = ""  # the store's tenant (``brutus.db.tenants``): "" for none
 
     @property
     def digest(self) -> str:
-        named = json.dumps([self.sdk, self.project_key, self.external_id, self.subpath], ensure_ascii=True)
+        # a tenant's keys name sessions of their own (ids are global); the untenanted keep their ids of before
+        tenant = [self.tenant] if self.tenant else []
+        named = json.dumps([self.sdk, self.project_key, self.external_id, self.subpath, *tenant], ensure_ascii=True)
         return hashlib.sha256(named.encode("ascii")).hexdigest()
 
     @property
@@ -108,7 +112,7 @@ class TranscriptKey:
         return self.digest[:12]
 
     def main(self) -> TranscriptKey:
-        return TranscriptKey(self.sdk, self.project_key, self.external_id)
+        return TranscriptKey(self.sdk, self.project_key, self.external_id, tenant=self.tenant)
 
 
 @dataclass(frozen=True)
