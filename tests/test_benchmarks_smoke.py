@@ -90,3 +90,27 @@ def test_bulk_benchmark_runs_and_writes_json(backend: str, tmp_path: Path) -> No
     assert all(figure["msg_per_s"] > 0 and figure["calls"] == 2 for figure in figures.values())
     assert len(result["goals"]) == 2 and "into a store of 200 messages" in done.stdout
     assert not (tmp_path / "scratch" / "bulk").exists()  # the scratch store is gone
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_agents_benchmark_holds_a_few_agents_and_loses_nothing(backend: str, tmp_path: Path) -> None:
+    """``benchmarks/agents.py --quick`` (issue 37): a few simulated agents on each store, every level measured,
+    no step failed, and the check after the run found every acknowledged write and no seq gap."""
+    agents = RUN.parent / "agents.py"
+    done = subprocess.run(
+        [sys.executable, str(agents), "--quick", "--server", os.environ["BRUTUS_TEST_POSTGRES_URL"], "--results", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((tmp_path / "agents.json").read_text())
+    assert result["benchmark"] == "agents" and set(result["stores"]) == {"async", "sync"}
+    for found in result["stores"].values():
+        assert found["rows"] and found["rows"][0]["agents"] == 4
+        assert all(row["errors"] == 0 and row["steps"] > 0 and row["round_trips"] > row["statements"] > 0 for row in found["rows"])
+        check = found["check"]
+        assert check["sessions"] == found["rows"][-1]["agents"] and check["acknowledged_messages"] > 0
+        assert check["lost_messages"] == check["lost_calls"] == check["sessions_with_gaps"] == 0
+    assert "held with p99 <= 100 ms" in done.stdout

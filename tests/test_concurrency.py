@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
+from typing import Any
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from brutus import SessionStore
@@ -66,3 +69,29 @@ def test_processes_append_concurrently(store_url: str) -> None:
     engine.dispose()
     assert tools == 2 * steps * writers
     store.close()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_completing_a_tool_does_not_wait_for_a_key_share_on_its_part(store: SessionStore) -> None:
+    """The background indexer inserts search vectors whose foreign key names a part (a KEY SHARE lock on it)
+    while an agent completes that part's tool call: ``update_tool`` locks the row FOR NO KEY UPDATE, so it does
+    not wait (FOR UPDATE did, and deadlocked with the indexer across a response's two tool parts: each such
+    step stalled a second until PostgreSQL broke the cycle)."""
+    session = store.create_session()
+    message = store.append_message(session.id, "assistant")
+    state = {"status": "pending", "input": {"command": "ls"}}
+    part = store.append_part(message.id, {"type": "tool", "call_id": "call_1", "tool": "bash", "state": state})
+    done: list[Any] = []
+    worker = threading.Thread(target=lambda: done.append(store.update_tool(part.id, status="running")))
+    with store.engine.connect() as holder, store.engine.connect() as watcher:
+        holder.execute(text("SELECT 1 FROM parts WHERE id = :p FOR KEY SHARE"), {"p": part.id})
+        worker.start()
+        waiting = 0
+        while worker.is_alive() and not waiting:  # until the call returns, or its backend waits on a lock
+            waiting = watcher.execute(text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )).scalar_one()
+            watcher.rollback()
+        holder.rollback()
+    worker.join()
+    assert waiting == 0 and [p.state.status for p in done] == ["running"]

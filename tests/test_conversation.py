@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from brutus import ContextPolicy, InvalidInput, SessionStore
 from brutus.db import statements as st
+from brutus.blocks import KEY
 from brutus.live.render import BINDING_BETA, render_messages, without_cache_control
 from brutus.testing import FakeMessagesAPI, Reply
 from brutus.flows import Tx
@@ -268,6 +269,25 @@ def test_what_another_connection_writes_is_what_the_next_request_sends(store_url
         fresh = store.conversation(conv.session_id, model=MODEL, system=SYSTEM, tools=TOOLS, max_tokens=4096)
         assert kwargs == fresh.request()
         assert conv.last.first_change == 0
+
+
+def test_a_value_edited_to_an_equal_one_is_sent_as_written(store_url: str) -> None:
+    """request() reuses an unchanged message's entry on both backends (the view reads its JSON as text), and
+    only an unchanged one: ``1`` edited to ``1.0`` by another connection compares equal decoded, yet the next
+    request sends the float."""
+    with SessionStore.open(store_url) as store, SessionStore.open(store_url) as other:
+        conv = conversation(store)
+        message = conv.user([{"type": "text", "text": "run it", "weight": 1}])
+        conv.request()
+        entry = conv.state.loaded[message.id][1]
+        conv.request()
+        assert conv.state.loaded[message.id][1] is entry  # read again, reused
+        edited = {KEY: {"content": [{"type": "text", "text": "run it", "weight": 1.0}]}}
+        with other.engine.begin() as connection:
+            connection.execute(st.M.update().where(st.M.c.id == message.id).values(metadata=edited))
+        sent = conv.request()["messages"][0]["content"][0]["weight"]
+        assert sent == 1 and type(sent) is float
+        assert conv.state.loaded[message.id][1] is not entry
 
 
 def test_each_request_hashes_what_a_fresh_render_hashes(store_url: str) -> None:

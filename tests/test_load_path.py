@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from corpus_helpers import all_files
 from pydantic import BaseModel
+from sqlalchemy import select
 
 from brutus import MessageWithParts, SessionStore, TextPart, import_file
 from brutus.db import statements as st
@@ -26,7 +27,8 @@ HOSTILE = "nul\x00 lone\ud800 low\udfff esc\ue000 \ue0000 \ue000s0041 crlf\r\n e
 def reference(store: SessionStore, session_id: str) -> list[MessageWithParts]:
     """The history as the validating row converters build it, from SQLAlchemy rows."""
     with store.engine.connect() as connection:
-        messages = connection.execute(st.MESSAGES, {"b_sid": session_id}).all()
+        query = select(*st.MESSAGE_COLUMNS).where(st.M.c.session_id == session_id).order_by(st.M.c.seq)
+        messages = connection.execute(query).all()  # decoded by SQLAlchemy (st.MESSAGES reads JSON as text)
         parts = connection.execute(
             st.select_parts().where(st.P.c.session_id == session_id).order_by(st.P.c.message_id, st.P.c.position)
         ).all()

@@ -11,13 +11,12 @@
 
 from __future__ import annotations
 
-import copy
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from ..history import is_completed_summary
-from ..models import CompactionConfig, MessageWithParts
+from ..models import CompactionConfig, MessageWithParts, ToolPart
 from ..estimates import MESSAGE_OVERHEAD_TOKENS, context_size, estimate_message_tokens
 from ..pruning import prune
 from ..split import split_point
@@ -52,10 +51,28 @@ def _summary_text(message: MessageWithParts) -> str:
     return "\n".join(p.text for p in message.parts if p.type == "text" and p.text)
 
 
+def _markable(view: list[MessageWithParts]) -> list[MessageWithParts]:
+    """The view with copies of what prune marks (each tool part, its state and the state's time), the rest
+    shared: nothing else is changed on the way to the summarizer, and a deep copy of the whole view took about
+    half of a compaction's CPU (65 ms of 130 on a 50-step session)."""
+    work = []
+    for message in view:
+        if any(isinstance(part, ToolPart) for part in message.parts):
+            parts = [_markable_tool(part) if isinstance(part, ToolPart) else part for part in message.parts]
+            message = message.model_copy(update={"parts": parts})
+        work.append(message)
+    return work
+
+
+def _markable_tool(part: ToolPart) -> ToolPart:
+    state = part.state.model_copy(update={"time": part.state.time.model_copy()})
+    return part.model_copy(update={"state": state})
+
+
 def prepare(view: list[MessageWithParts], config: CompactionConfig, *, now: int) -> Prepared:
     """Split the view into head and tail, and choose what prune marks (on a copy: nothing is written here)."""
     pre = context_size(view)
-    work = copy.deepcopy(view)
+    work = _markable(view)
     pruned = prune(work, config, now=now)
     cut = len(work)
     if config.tail_tokens:

@@ -479,12 +479,12 @@ def reuse_history(
     hands none of the entries out (a live conversation): most of its messages are the same rows each time.
 
     The rows are the key, compared whole, so an entry is reused only when everything it was built from is
-    unchanged, whoever wrote the session. Only plain tuples are compared (SQLite's rows, JSON as text): a
-    decoded JSON value (another driver's rows) can be equal and differ (``1 == 1.0 == True``).
+    unchanged, whoever wrote the session. They hold their JSON as text on both backends (the view's
+    statements read it through ``statements.JSONText``): a decoded JSON value can be equal and differ (``1 == 1.0 == True``).
     """
-    if not message_rows or type(message_rows[0]) is not tuple:
+    if not message_rows:
         reuse.clear()
-        return build_history(message_rows, part_rows, tool_rows)
+        return []
     if tool_rows is not None:  # as one joined row each, the tool columns from their own rows
         tools = {row[0]: row[1:] for row in tool_rows}
         part_rows = [row + tools.get(row[0], _NO_TOOL_COLUMNS) for row in part_rows]

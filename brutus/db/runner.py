@@ -34,8 +34,10 @@ def now_ms() -> int:
 
 def fetch(result: Any, how: str) -> Any:
     """Materialize a statement's result the way its ``Step`` asked."""
-    if how == "all" or how == "raw":
+    if how == "all":
         return result.all()
+    if how == "raw":  # plain tuples, as the SQLite driver gives them (``convert.reuse_history`` compares them)
+        return list(map(tuple, result))
     if how == "first":
         return result.first()
     if how == "rowcount":

@@ -16,8 +16,10 @@ from collections.abc import Generator
 from functools import cache
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import ARRAY, String, and_, any_, bindparam, delete, func, insert, literal_column, null, select, tuple_, update
-from sqlalchemy.sql import Executable
+from sqlalchemy import ARRAY, String, Text, and_, any_, bindparam, delete, func, insert, literal_column, null, select, tuple_, update
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql import ColumnElement, Executable
+from sqlalchemy.sql.visitors import InternalTraversal
 
 from .sqlite_driver import prebuilt
 from .tables import CompactionRow, MessageRow, PartRow, SessionRow, ToolOutputRow, ToolStateRow
@@ -89,10 +91,34 @@ MESSAGE_COLUMNS = [
 ]
 
 
-def select_parts(outputs: Literal["all", "unpruned", "none"] = "all") -> Any:
+class JSONText(ColumnElement[str]):
+    """A JSON column read as its text: PostgreSQL's ``CAST(… AS TEXT)`` of the JSONB, SQLite's stored text (or
+    packed bytes) as it is. The load path decodes the texts itself (``convert.build_history``, one
+    ``json.loads`` per column), and rows holding text compare exactly (``convert.reuse_history``)."""
+
+    inherit_cache = True
+    type = Text()
+    _traverse_internals = [("column", InternalTraversal.dp_clauseelement)]
+
+    def __init__(self, column: Any) -> None:
+        self.column = column
+
+
+@compiles(JSONText)
+def _json_text(element: JSONText, compiler: Any, **kw: Any) -> str:
+    return compiler.process(element.column, **kw)
+
+
+@compiles(JSONText, "postgresql")
+def _json_text_pg(element: JSONText, compiler: Any, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.column, **kw)} AS TEXT)"
+
+
+def select_parts(outputs: Literal["all", "unpruned", "none"] = "all", *, json_text: bool = False) -> Any:
     """Parts joined with their tool state and output; the caller adds the WHERE clause.
 
     ``outputs="unpruned"`` does not read the output of a pruned part; ``"none"`` reads no output at all.
+    ``json_text``: the JSON columns as their text (``JSONText``).
     """
     source = P.outerjoin(T, T.c.part_id == P.c.id)
     if outputs == "none":
@@ -100,8 +126,9 @@ def select_parts(outputs: Literal["all", "unpruned", "none"] = "all") -> Any:
     else:
         source = source.outerjoin(O, _output_join(outputs))
         output = O.c.output
-    own = (P.c.id, P.c.session_id, P.c.message_id, P.c.position, P.c.type, P.c.data)
-    return select(*own, *_TOOL_COLUMNS, output).select_from(source)
+    data, tools = (JSONText(P.c.data).label("data"), _TOOL_TEXT_COLUMNS) if json_text else (P.c.data, _TOOL_COLUMNS)
+    own = (P.c.id, P.c.session_id, P.c.message_id, P.c.position, P.c.type, data)
+    return select(*own, *tools, output).select_from(source)
 
 
 # The tool columns of a part row, in the order ``convert.build_history`` reads them (the output follows).
@@ -116,6 +143,13 @@ _TOOL_COLUMNS = (
     T.c.started_at,
     T.c.ended_at,
     T.c.compacted_at,
+)
+_TOOL_TEXT_COLUMNS = (  # the same with the JSON ones as text (``JSONText``)
+    *_TOOL_COLUMNS[:3],
+    JSONText(T.c.input).label("input"),
+    T.c.title,
+    JSONText(T.c.metadata).label("tool_meta"),
+    *_TOOL_COLUMNS[6:],
 )
 
 
@@ -132,7 +166,7 @@ def _b(name: str) -> Any:
 def _tool_rows_by_session(outputs: Literal["all", "unpruned"]) -> Any:
     """A session's tool states with their outputs: the part id, then the tool columns of ``select_parts``."""
     return prebuilt(
-        select(T.c.part_id, *_TOOL_COLUMNS, O.c.output)
+        select(T.c.part_id, *_TOOL_TEXT_COLUMNS, O.c.output)
         .select_from(T.outerjoin(O, _output_join(outputs)))
         .where(T.c.session_id == _b("sid"))
     )
@@ -190,9 +224,17 @@ MESSAGE_SEQ_IN_SESSION = prebuilt(select(M.c.seq).where(M.c.id == _b("mid"), M.c
 INSERT_MESSAGE = prebuilt(insert(M))
 # parts, tool states and outputs go with their messages (foreign keys, ON DELETE CASCADE)
 DELETE_MESSAGES_FROM = prebuilt(delete(M).where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq")))
-MESSAGES = prebuilt(select(*MESSAGE_COLUMNS).where(M.c.session_id == _b("sid")).order_by(M.c.seq))
+# the history and view reads (``history_ops.load_messages``) take the JSON columns as text (``JSONText``)
+_MESSAGE_TEXT_COLUMNS = [
+    *MESSAGE_COLUMNS[:12],
+    JSONText(M.c.error).label("error"),
+    *MESSAGE_COLUMNS[13:19],
+    JSONText(M.c.metadata).label("meta"),
+    *MESSAGE_COLUMNS[20:],
+]
+MESSAGES = prebuilt(select(*_MESSAGE_TEXT_COLUMNS).where(M.c.session_id == _b("sid")).order_by(M.c.seq))
 MESSAGES_FROM = prebuilt(
-    select(*MESSAGE_COLUMNS).where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq")).order_by(M.c.seq)
+    select(*_MESSAGE_TEXT_COLUMNS).where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq")).order_by(M.c.seq)
 )
 FINISH_MESSAGE = prebuilt(
     update(M)
@@ -286,7 +328,9 @@ TOOL_CURRENT = prebuilt(
     )
     .select_from(T.join(P, P.c.id == T.c.part_id))
     .where(T.c.part_id == _b("pid"))
-    .with_for_update()
+    # FOR NO KEY UPDATE on PostgreSQL: an insert whose foreign key names the part (the background indexer's
+    # search_vectors) takes KEY SHARE on it, which FOR UPDATE waits for (and deadlocks with across two parts)
+    .with_for_update(key_share=True)
 )
 UPDATE_TOOL_STATE = prebuilt(
     update(T)
@@ -308,14 +352,14 @@ PARTS_OF_MESSAGE = prebuilt(select_parts().where(P.c.message_id == _b("mid")).or
 # join probes tool_states and tool_outputs for every text part. Parts message by message in position order,
 # the order of the parts' session index (0006): neither SQLite nor build_history sorts.
 SESSION_PARTS = prebuilt(
-    select(P.c.id, P.c.session_id, P.c.message_id, P.c.position, P.c.type, P.c.data)
+    select(P.c.id, P.c.session_id, P.c.message_id, P.c.position, P.c.type, JSONText(P.c.data).label("data"))
     .where(P.c.session_id == _b("sid"))
     .order_by(P.c.message_id, P.c.position)
 )
 SESSION_TOOLS = _tool_rows_by_session("all")
 SESSION_TOOLS_UNPRUNED = _tool_rows_by_session("unpruned")
 PARTS_FROM = prebuilt(
-    select_parts("unpruned")
+    select_parts("unpruned", json_text=True)
     .join(M, M.c.id == P.c.message_id)
     .where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq"))
 )
@@ -416,6 +460,7 @@ COMPLETE_COMPACTION = prebuilt(
     )
 )
 COMPACTIONS = prebuilt(select(C).where(C.c.session_id == _b("sid")).order_by(C.c.created_at, C.c.id))
+PENDING_COMPACTION = prebuilt(select(C.c.id).where(C.c.session_id == _b("sid"), C.c.status == "pending").limit(1))
 
 # -- boundaries
 _a, _u = M.alias("a"), M.alias("u")

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..compaction.engine import compaction
 from ..db import ops
-from ..db.compaction_ops import list_compactions
+from ..db.compaction_ops import pending_compaction
 from ..db.fork_ops import fork_flow
 from ..db.history_ops import load_messages, prune_session
 from ..db.settle_ops import append_work
@@ -32,7 +32,19 @@ Flow = Generator[Any, Any, Any]
 
 def _load(state: ConversationState) -> Tx:
     """The session's view (``filter_compacted``), reusing the unchanged messages of the last load."""
-    return Tx(load_messages(state.session_id, filtered=True, reuse=state.loaded), write=False)
+    return Tx(_view(state), write=False)
+
+
+def _view(state: ConversationState) -> Any:
+    """``_load``'s operation, to run inside another one's transaction."""
+    return load_messages(state.session_id, filtered=True, reuse=state.loaded)
+
+
+def _view_and_pending(state: ConversationState) -> Any:
+    """The view and whether a compaction marker is pending, in one transaction (one snapshot, one round trip
+    of BEGIN and COMMIT where two transactions took two)."""
+    view = yield from _view(state)
+    return view, (yield from pending_compaction(state.session_id))
 
 
 def _append(state: ConversationState, store: Any, items: list[dict[str, Any]]) -> Flow:
@@ -73,8 +85,7 @@ def request(state: ConversationState, store: Any) -> Flow:
     """The policy first (pending / reactive / threshold compaction, prune as configured), then the render."""
     now = store.clock()
     state.last = RequestStats()
-    view = yield _load(state)
-    pending = any(c.status == "pending" for c in (yield Tx(list_compactions(state.session_id), write=False)))
+    view, pending = yield Tx(_view_and_pending(state), write=False)
     plan = state.plan(view, pending=pending, now=now)
     if plan.prune:
         prune = prune_session(state.session_id, state.policy.compaction_config(), now=store.clock(), dry_run=False)
@@ -138,7 +149,15 @@ def record(state: ConversationState, store: Any, response: Any) -> Flow:
 
 
 def tool_results(state: ConversationState, store: Any, results: Sequence[Mapping[str, Any]]) -> Flow:
-    message_id, updates = state.tool_updates((yield _load(state)), results)
+    return (yield Tx(_complete_tools(state, store.clock, results)))
+
+
+def _complete_tools(state: ConversationState, clock: Any, results: Sequence[Mapping[str, Any]]) -> Any:
+    """``tool_results``' operation, one transaction: the view, the results checked against the newest
+    response's open calls (``InvalidInput`` before anything is written), then the tool parts completed. The
+    response's message as the view read it: completing its tool parts changes none of its ``Message`` fields."""
+    view = yield from _view(state)
+    message_id, updates = state.tool_updates(view, results)
     calls: list[tuple[str, dict[str, Any]]] = []
     for part_id, result in updates:
         metadata = {KEY: {"tool_result": result.block}}
@@ -147,8 +166,7 @@ def tool_results(state: ConversationState, store: Any, results: Sequence[Mapping
         else:
             calls.append((part_id, {"status": "running"}))
             calls.append((part_id, {"status": "completed", "output": result.output, "metadata": metadata}))
-    yield Tx(_update_tools(calls, store.clock))
-    view = yield _load(state)
+    yield from _update_tools(calls, clock)
     found: Message = next(m.info for m in reversed(view) if m.info.id == message_id)
     return found.model_copy(deep=True)  # the view's entries are reused by the next load: never handed out
 

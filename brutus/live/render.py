@@ -33,14 +33,13 @@ Rules:
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..models import MessageWithParts, ToolPart
 from ..render import CLEARED_TOOL_OUTPUT, INTERRUPTED_TOOL_OUTPUT, Walk, tool_result
-from ..blocks import BINDING_BETA, COMPACTION_BETA, KEY, canonical, recorded_response, stored_tool_result
+from ..blocks import BINDING_BETA, COMPACTION_BETA, KEY, canonical, json_copy, recorded_response, stored_tool_result
 
 __all__ = ["BINDING_BETA", "COMPACTION_BETA", "THINKING_TYPES", "Hashes", "Rendered", "prefix_seed", "render_messages", "without_cache_control"]
 
@@ -124,7 +123,7 @@ class _LiveWalk(Walk):
         if isinstance(content, str):
             return [{"type": "text", "text": content}]
         if isinstance(content, list):
-            return copy.deepcopy(content)
+            return json_copy(content)
         return super().user(message)
 
     def assistant(self, message: MessageWithParts) -> tuple[list[Block], list[Block]] | None:
@@ -135,7 +134,7 @@ class _LiveWalk(Walk):
                 self.summary_index = self._landing()
             return turn
         discarded = set(record.get("discarded") or ())
-        blocks = [copy.deepcopy(b) for i, b in enumerate(record["response"]["content"]) if i not in discarded]
+        blocks = [json_copy(b) for i, b in enumerate(record["response"]["content"]) if i not in discarded]
         self.tool_use_ids.update(b["id"] for b in blocks if b.get("type") == "tool_use" and isinstance(b.get("id"), str))
         if blocks:  # two assistant messages in a row merge: the first one's prefix holds
             self.recorded.setdefault(self._landing(), record)
