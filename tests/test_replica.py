@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from cli_helpers import run
 from pgcluster import Clusters, wait_for
 
@@ -202,6 +204,46 @@ def test_threads_and_tasks_read_their_own_writes_from_a_streaming_replica(cluste
 
     asyncio.run(tasks())
     assert stale == []
+
+
+def test_a_tenants_replica_reads_are_the_tenants_own(clusters: Clusters) -> None:
+    """A tenanted store with a replica: the reads the replica serves pass its row-level security too, in the
+    store's tenant (another tenant's session is not listed or found there), while they really come from the
+    replica (a session of the same tenant written while replay is paused is not there yet)."""
+    role = f"brutus_replica_app_{os.getpid()}"
+    SessionStore.open(clusters.primary_url).close()  # at head, migrated by the owner
+    with clusters.connect(clusters.primary_port) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS")
+        admin.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}")
+    primary, replica = (make_url(url).set(username=role).render_as_string(hide_password=False)
+                        for url in (clusters.primary_url, clusters.replica_url))
+    opened = dict(auto_migrate=False, index_in_background=False)
+    try:
+        with (
+            SessionStore.open(primary, read_url=replica, tenant="acme", **opened) as acme,
+            SessionStore.open(primary, read_url=replica, tenant="globex", **opened) as globex,
+            SessionStore.open(primary, tenant="acme", **opened) as acme_elsewhere,
+        ):
+            mine, theirs = word_session(acme, "otter"), word_session(globex, "otter")
+            acme.list_sessions(limit=1)  # the store learns where the primary is after its writes
+            clusters.wait_caught_up()
+            clusters.pause_replay()
+            later = word_session(acme_elsewhere, "otter")  # the tenant's, on the primary only
+            assert ids(acme.list_sessions()) == {mine}
+            assert [hit.session_id for hit in acme.search("otter")] == [mine]
+            with pytest.raises(NotFound):
+                acme.stats(theirs)
+            assert acme.get_session(later).id == later  # a read that must be current: the primary
+            clusters.resume_replay()
+            clusters.wait_caught_up()
+            assert ids(acme.list_sessions()) == {mine, later}
+            for store, session_id in ((acme, mine), (acme, later), (globex, theirs)):
+                store.delete_session(session_id)
+    finally:
+        clusters.resume_replay()
+        with clusters.connect(clusters.primary_port) as admin:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
 
 
 def test_a_batch_reads_the_primary(clusters: Clusters) -> None:
