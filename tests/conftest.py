@@ -14,8 +14,8 @@ deselected, and the header says so.
 deselected otherwise (under CI its absence is an error). The pooler pass, ``BRUTUS_TEST_THROUGH_POOLER=1``
 (``.ci/run`` runs the suite a second time so): the databases are still created and dropped directly on the
 server, but the tests get URLs through the pooler (same database name, the pooler's host, port, user and
-``?pooler=transaction``), and only the tests on the ``postgresql`` backend run (the ``pooler`` tests, and
-those on the throw-away clusters of ``pg_clusters``, ran in the first pass). A test that opens its own
+``?pooler=transaction``), and only the tests on the ``postgresql`` backend run (the ``pooler`` tests, those
+on the throw-away clusters of ``pg_clusters`` and those marked ``direct`` ran in the first pass). A test that opens its own
 SQLAlchemy engine or psycopg connection on such a URL takes ``plain_url(url)``: without the query parameter
 only brutus knows.
 """
@@ -93,7 +93,8 @@ def _left_out(item: pytest.Item, *, slow: bool, postgres: bool, pooler: bool) ->
     if item.get_closest_marker("pooler"):
         return not pooler or _through_pooler()
     if _through_pooler():  # the clusters' tests reach servers of their own, never the pooler: the first pass ran them
-        return not _on_postgres(item) or "pg_clusters" in getattr(item, "fixturenames", ())
+        direct = item.get_closest_marker("direct") is not None or "pg_clusters" in getattr(item, "fixturenames", ())
+        return not _on_postgres(item) or direct
     return not postgres and _on_postgres(item)
 
 

@@ -368,6 +368,7 @@ def test_an_untenanted_store_is_tenant_empty(backend: str, pg_app, names) -> Non
     engine.dispose()
 
 
+@pytest.mark.direct  # through the pooler brutus prepares no statement (``?pooler=transaction``)
 @pytest.mark.parametrize("backend", ["postgresql"])
 @pytest.mark.parametrize("tenanted", [False, True], ids=["untenanted", "tenant"])
 def test_a_finished_turn_with_its_own_id_keeps_its_plan_under_the_policies(backend: str, pg_app, names, tenanted) -> None:
