@@ -253,7 +253,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         batch = self._batch.get()
         if (batch is not None and batch.open) or not replica.usable():
             return None
-        if replica.stale:
+        if replica.asking():
             async with replica.lock:  # a task that waited here finds the position read, unless it wrote since
                 if replica.take_stale():
                     try:

@@ -291,7 +291,7 @@ class SessionStore(StoreCalls, mode="sync"):
         read must go to the primary (inside a batch, the replica resting, behind, or failing now)."""
         if self._batch.get() is not None or not replica.usable():
             return None
-        if replica.stale:
+        if replica.asking():
             with replica.lock:  # a thread that waited here finds the position read, unless it wrote since
                 if replica.take_stale():
                     try:

@@ -99,6 +99,12 @@ class Replica:
         """A write of this store committed: the next replica read asks the primary where it is."""
         self.stale = True
 
+    def asking(self) -> bool:
+        """Whether a read must go through ``lock`` first: this store wrote since the position was read, or
+        another thread or task is reading it now (it cleared ``stale`` as it began: a read that went on without
+        waiting would check the replica against the position from before that write)."""
+        return self.stale or self.lock.locked()
+
     def take_stale(self) -> bool:
         """Under ``lock``: whether the primary's position must be read first (and the store forgets it wrote:
         cleared before that read, so a write committing meanwhile asks again)."""
