@@ -416,6 +416,15 @@ class Fleet:
 # -- the server's side ---------------------------------------------------------------------------------------------
 
 
+def _libpq(url: str) -> str:
+    """``url`` for psycopg itself: libpq's scheme, without brutus's ``?pooler=`` (libpq refuses it); its
+    connections prepare nothing (``prepare_threshold=None``), so they work through a transaction pooler too."""
+    from sqlalchemy.engine import make_url
+
+    plain = make_url(url).difference_update_query(["pooler"]).set(drivername="postgresql")
+    return plain.render_as_string(hide_password=False)
+
+
 class Server:
     """The database's backends: their CPU (``/proc/<pid>/stat``) and, sampled every 50 ms on a thread, how
     many were running a statement and how many of those waited on a lock."""
@@ -426,8 +435,8 @@ class Server:
 
         parsed = make_url(url)
         self.database = parsed.database
-        self.conninfo = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-        self.conn = psycopg.connect(self.conninfo, autocommit=True)
+        self.conninfo = _libpq(url)
+        self.conn = psycopg.connect(self.conninfo, autocommit=True, prepare_threshold=None)
         self.tick = os.sysconf("SC_CLK_TCK")
         self._stop = threading.Event()
         self.samples: list[tuple[int, int, int]] = []
@@ -466,7 +475,7 @@ class Server:
         import psycopg
 
         self.waits = {}
-        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+        with psycopg.connect(self.conninfo, autocommit=True, prepare_threshold=None) as conn:
             while not self._stop.wait(0.05):
                 rows = conn.execute(
                     "SELECT wait_event_type, wait_event, CASE WHEN wait_event_type = 'Lock' THEN left(query, 50) || ' <- ' || "
@@ -549,11 +558,10 @@ def run_store(opts: Options) -> tuple[list[dict[str, Any]], dict[str, int]]:
 def check(url: str, ledgers: list[Ledger]) -> dict[str, int]:
     """In SQL: acknowledged messages missing, acknowledged tool calls not completed or errored, seq gaps."""
     import psycopg
-    from sqlalchemy.engine import make_url
 
-    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    conninfo = _libpq(url)
     sessions = [ledger.session_id for ledger in ledgers]
-    with psycopg.connect(conninfo) as conn:
+    with psycopg.connect(conninfo, prepare_threshold=None) as conn:
         present = {row[0] for row in conn.execute("SELECT id FROM messages WHERE session_id = ANY(%s)", (sessions,))}
         answered = {row[0] for row in conn.execute(
             "SELECT call_id FROM tool_states WHERE session_id = ANY(%s) AND status IN ('completed', 'error')", (sessions,))}
