@@ -30,6 +30,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from builders import Msg, Tool, write_history
+from pgcluster import wait_for
 from brutus import AsyncSessionStore, CompactionInProgress, DatabaseError, InvalidInput, SessionStore, Unavailable
 from brutus.models import TokenCounts
 from brutus.summarizers import Summary, SummaryRequest
@@ -42,16 +43,7 @@ pytestmark = pytest.mark.pooler
 def anyio_backend() -> str:
     return "asyncio"
 
-WAIT_S = 60.0  # the most any condition below may take to come true
-
-
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` until it holds (the other threads make it true); fail after ``WAIT_S``."""
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
+WAIT_S = 60.0  # the most any condition below may take to come true (await_for; wait_for is pgcluster's)
 
 
 async def await_for(condition: Callable[[], bool], what: str) -> None:
