@@ -27,6 +27,8 @@ __all__ = [
     "load_message",
     "load_messages",
     "mark_pruned",
+    "message_tools",
+    "newest_assistant",
     "prune_session",
 ]
 
@@ -61,6 +63,21 @@ def load_messages(session_id: Any, *, filtered: bool, reuse: dict[str, Any] | No
     if reuse is not None:
         return reuse_history(message_rows, part_rows, tool_rows, reuse)
     return build_history(message_rows, part_rows, tool_rows)
+
+
+def newest_assistant(session_id: str) -> Op:
+    """The session's newest assistant message if it is in the view (at or after the last completed boundary);
+    None when it is not, or there is none, or no such session."""
+    row = yield step(st.NEWEST_ASSISTANT, {"b_sid": session_id}, fetch="first")
+    if row is None or row.boundary_seq is None or row.seq < row.boundary_seq:
+        return None
+    return message_from_row(row)
+
+
+def message_tools(message_id: str) -> Op:
+    """A message's tool parts, each as ``ops.ToolRow`` then its part id, locked for a change (``FOR NO KEY
+    UPDATE`` on PostgreSQL), in position order."""
+    return (yield step(st.TOOLS_OF_MESSAGE, {"b_mid": message_id}, fetch="all"))
 
 
 def consistent_reads(dialect: str) -> Op:

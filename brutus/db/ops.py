@@ -9,7 +9,8 @@ before the first step.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -46,7 +47,11 @@ __all__ = [
     "list_sessions",
     "message_values",
     "tool_row",
+    "ToolChange",
+    "ToolRow",
+    "plan_tool_change",
     "update_tool",
+    "write_tool_changes",
     "with_tool_times",
 ]
 
@@ -369,6 +374,94 @@ def tool_row(part: ToolPart, now: int) -> dict[str, Any]:
     )
 
 
+class ToolRow(NamedTuple):
+    """A tool part as ``TOOL_CURRENT`` reads it (a row of that statement works wherever this does)."""
+
+    status: str
+    call_id: str | None
+    tool: str | None
+    input: Any
+    title: str | None
+    tool_meta: Any
+    error: str | None
+    started_at: int | None
+    ended_at: int | None
+    compacted_at: int | None
+    tokens: int
+    message_id: str
+    session_id: str
+
+
+class ToolChange(NamedTuple):
+    """A tool part's change, planned before anything is written (``plan_tool_change``)."""
+
+    part_id: str
+    state: dict[str, Any]  # ``UPDATE_TOOL_STATE``'s parameters
+    output: str | None  # the stored output (a ``tool_outputs`` row), if the change gives one
+    delta: int  # what the part's tokens (and its message's estimate) gain
+    after: ToolRow  # the part as the change leaves it
+
+
+def plan_tool_change(part_id: str, current: Any, changes: Sequence[Mapping[str, Any]], *, now: int) -> ToolChange:
+    """The tool part ``current`` (``ToolRow`` fields) through ``changes`` in order (each the keyword arguments
+    of ``update_tool``: ``status`` and any of ``output``, ``error``, ``title``, ``metadata``, ``input``), as
+    one change to write; ``InvalidTransition`` / ``InvalidInput`` before anything is written."""
+    row = ToolRow._make(current[: len(ToolRow._fields)])  # a TOOLS_OF_MESSAGE row has its part id after these
+    state: dict[str, Any] = {}
+    output = stored = None
+    for change in changes:
+        status, output, error = change["status"], change.get("output"), change.get("error")
+        check_transition(part_id, row.status, status, output=output, error=error)
+        started = row.started_at
+        if started is None and status in ("running", "completed", "error"):
+            started = now
+        ended = now if status in ("completed", "error") else row.ended_at
+        new_input = change["input"] if change.get("input") is not None else row.input
+        new_metadata = change["metadata"] if change.get("metadata") is not None else row.tool_meta
+        title = change.get("title")
+        new_title = title if title is not None else text_out(row.title)
+        new_error = error if error is not None else text_out(row.error)
+        state = {
+            "b_pid": part_id,
+            "b_status": status,
+            "b_input": encode_json(new_input),
+            "b_output_tokens": estimate_tokens(output),
+            "b_title": text_in(new_title),
+            "b_metadata": encode_json(new_metadata),
+            "b_error": text_in(new_error),
+            "b_started_at": started,
+            "b_ended_at": ended,
+        }
+        if output is not None:
+            stored = text_in(output)
+        tokens = estimate_json_tokens(new_input) + estimate_tokens(output) + estimate_tokens(new_error)
+        row = row._replace(
+            status=status, input=new_input, title=state["b_title"], tool_meta=new_metadata, error=state["b_error"],
+            started_at=started, ended_at=ended, tokens=tokens,
+        )
+    return ToolChange(part_id, state, stored, row.tokens - current.tokens, row)
+
+
+def write_tool_changes(changes: Sequence[ToolChange], *, now: int) -> Op:
+    """Write planned changes, each statement once for all of them (an executemany), the message estimates
+    summed by message."""
+    yield step(st.UPDATE_TOOL_STATE, _each([change.state for change in changes]))
+    outputs = [{"part_id": change.part_id, "output": change.output} for change in changes if change.output is not None]
+    if outputs:
+        yield step(st.INSERT_TOOL_OUTPUT, _each(outputs))
+    yield step(st.UPDATE_PART_TOKENS, _each([{"b_pid": c.part_id, "b_tokens": c.after.tokens, "b_now": now} for c in changes]))
+    deltas: dict[str, int] = {}
+    for change in changes:
+        deltas[change.after.message_id] = deltas.get(change.after.message_id, 0) + change.delta
+    if moved := [{"b_mid": message_id, "b_delta": delta} for message_id, delta in deltas.items() if delta]:
+        yield step(st.ADD_MESSAGE_TOKENS, _each(moved))
+
+
+def _each(params: list[dict[str, Any]]) -> dict[str, Any] | list[dict[str, Any]]:
+    """A statement's parameters: one set as it is (an execute), several as a list (an executemany)."""
+    return params[0] if len(params) == 1 else params
+
+
 def update_tool(
     part_id: Any,
     *,
@@ -387,55 +480,23 @@ def update_tool(
     for name, value in (("metadata", metadata), ("input", input)):
         if value is not None and not isinstance(value, dict):
             raise InvalidInput(f"tool {name} must be a JSON object, got {type(value).__name__}")
-    encoded = dict(
-        output=text_in(output),
-        error=text_in(error),
-        title=text_in(title),
-        metadata=encode_json(metadata),
-        input=encode_json(input),
-    )
     current = yield step(st.TOOL_CURRENT, {"b_pid": part_id}, fetch="first")
     if current is None:
         raise NotFound("tool part", part_id)
-    check_transition(part_id, current.status, status, output=output, error=error)
-    started = current.started_at
-    if started is None and status in ("running", "completed", "error"):
-        started = now
-    ended = now if status in ("completed", "error") else current.ended_at
-    new_input = input if input is not None else current.input
-    new_metadata = metadata if metadata is not None else current.tool_meta
-    new_title = title if title is not None else text_out(current.title)
-    new_error = error if error is not None else text_out(current.error)
-    yield step(
-        st.UPDATE_TOOL_STATE,
-        {
-            "b_pid": part_id,
-            "b_status": status,
-            "b_input": encoded["input"] if input is not None else encode_json(current.input),
-            "b_output_tokens": estimate_tokens(output),
-            "b_title": text_in(new_title),
-            "b_metadata": encoded["metadata"] if metadata is not None else encode_json(current.tool_meta),
-            "b_error": text_in(new_error),
-            "b_started_at": started,
-            "b_ended_at": ended,
-        },
-    )
-    if output is not None:
-        yield step(st.INSERT_TOOL_OUTPUT, dict(part_id=part_id, output=encoded["output"]))
-    tokens = estimate_json_tokens(new_input) + estimate_tokens(output) + estimate_tokens(new_error)
-    yield step(st.UPDATE_PART_TOKENS, {"b_pid": part_id, "b_tokens": tokens, "b_now": now})
-    if tokens != current.tokens:
-        yield step(st.ADD_MESSAGE_TOKENS, {"b_mid": current.message_id, "b_delta": tokens - current.tokens})
+    fields = dict(status=status, output=output, error=error, title=title, metadata=metadata, input=input)
+    change = plan_tool_change(part_id, current, [fields], now=now)
+    yield from write_tool_changes([change], now=now)
+    after = change.after
     state = construct(
         ToolState,
         {
             "status": status,
-            "input": new_input if new_input is not None else {},
+            "input": after.input if after.input is not None else {},
             "output": output,
-            "error": new_error,
-            "title": new_title,
-            "metadata": new_metadata,
-            "time": construct(ToolTime, {"start": started, "end": ended, "compacted": current.compacted_at}),
+            "error": text_out(after.error),
+            "title": text_out(after.title),
+            "metadata": after.tool_meta,
+            "time": construct(ToolTime, {"start": after.started_at, "end": after.ended_at, "compacted": after.compacted_at}),
         },
     )
     return construct(

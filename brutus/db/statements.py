@@ -232,6 +232,13 @@ _MESSAGE_TEXT_COLUMNS = [
     JSONText(M.c.metadata).label("meta"),
     *MESSAGE_COLUMNS[20:],
 ]
+# the session's newest assistant message, and the session's boundary (None: no session)
+NEWEST_ASSISTANT = prebuilt(
+    select(*MESSAGE_COLUMNS, select(S.c.boundary_seq).where(S.c.id == _b("sid")).scalar_subquery().label("boundary_seq"))
+    .where(M.c.session_id == _b("sid"), M.c.role == "assistant")
+    .order_by(M.c.seq.desc())
+    .limit(1)
+)
 MESSAGES = prebuilt(select(*_MESSAGE_TEXT_COLUMNS).where(M.c.session_id == _b("sid")).order_by(M.c.seq))
 MESSAGES_FROM = prebuilt(
     select(*_MESSAGE_TEXT_COLUMNS).where(M.c.session_id == _b("sid"), M.c.seq >= _b("from_seq")).order_by(M.c.seq)
@@ -310,26 +317,36 @@ NEXT_SEQS_IDS_FREE = prebuilt(
 INSERT_PART = prebuilt(insert(P))
 INSERT_TOOL_STATE = prebuilt(insert(T))
 INSERT_TOOL_OUTPUT = prebuilt(insert(O))
+# a tool part as a change starts from it (``ops.ToolRow``)
+_TOOL_CURRENT_COLUMNS = (
+    T.c.status,
+    T.c.call_id,
+    T.c.tool,
+    T.c.input,
+    T.c.title,
+    T.c.metadata.label("tool_meta"),
+    T.c.error,
+    T.c.started_at,
+    T.c.ended_at,
+    T.c.compacted_at,
+    P.c.tokens,
+    P.c.message_id,
+    P.c.session_id,
+)
 TOOL_CURRENT = prebuilt(
-    select(
-        T.c.status,
-        T.c.call_id,
-        T.c.tool,
-        T.c.input,
-        T.c.title,
-        T.c.metadata.label("tool_meta"),
-        T.c.error,
-        T.c.started_at,
-        T.c.ended_at,
-        T.c.compacted_at,
-        P.c.tokens,
-        P.c.message_id,
-        P.c.session_id,
-    )
+    select(*_TOOL_CURRENT_COLUMNS)
     .select_from(T.join(P, P.c.id == T.c.part_id))
     .where(T.c.part_id == _b("pid"))
     # FOR NO KEY UPDATE on PostgreSQL: an insert whose foreign key names the part (the background indexer's
     # search_vectors) takes KEY SHARE on it, which FOR UPDATE waits for (and deadlocks with across two parts)
+    .with_for_update(key_share=True)
+)
+# a message's tool parts, locked as TOOL_CURRENT locks one, in position order; the part id last
+TOOLS_OF_MESSAGE = prebuilt(
+    select(*_TOOL_CURRENT_COLUMNS, T.c.part_id)
+    .select_from(T.join(P, P.c.id == T.c.part_id))
+    .where(P.c.message_id == _b("mid"))
+    .order_by(P.c.position)
     .with_for_update(key_share=True)
 )
 UPDATE_TOOL_STATE = prebuilt(

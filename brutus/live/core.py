@@ -27,7 +27,7 @@ from typing import Any
 from ..compaction.plan import ENDED, post_tokens, stall_reason
 from ..db.compaction_ops import CONTINUE_TEXT
 from ..errors import InvalidInput
-from ..models import MessageWithParts, ModelLimits
+from ..models import Message, MessageWithParts, ModelLimits
 from ..policy import ContextPolicy, Plan, over_threshold, plan_request
 from ..estimates import context_size
 from ..limits import model_limits
@@ -299,25 +299,28 @@ class ConversationState:
         return {"info": info, "parts": parsed.parts}
 
     @staticmethod
-    def tool_updates(view: Sequence[MessageWithParts], results: Sequence[Mapping[str, Any]]) -> tuple[str, list[tuple[str, Any]]]:
-        """The newest recorded response and, for each result, its tool part id and parsed result; every
-        result must answer one of that response's open tool calls (``InvalidInput`` before anything is written)."""
-        if not results:
-            raise InvalidInput("tool_results() needs at least one result")
+    def newest_response(view: Sequence[MessageWithParts]) -> Message:
+        """The newest message of the view that records a response (a copy: the view's entries are reused by
+        the next load, never handed out); ``InvalidInput`` when there is none."""
         message = next((m for m in reversed(view) if m.info.role == "assistant" and recorded_response(m.info.metadata)), None)
         if message is None:
             raise InvalidInput("there is no recorded response whose tool calls these results answer")
-        open_calls = {p.call_id: p for p in message.parts if p.type == "tool" and p.state.status in ("pending", "running")}
+        return message.info.model_copy(deep=True)
+
+    @staticmethod
+    def match_results(open_calls: Mapping[str | None, str], results: Sequence[Mapping[str, Any]]) -> list[tuple[str, Any]]:
+        """For each result, the part id of the open call it answers (``open_calls``: call id → part id) and
+        the parsed result; ``InvalidInput`` for a result that answers none, or one answered twice."""
         updates = []
         seen: set[str] = set()
         for raw in results:
             result = parse_tool_result(raw)
-            part = open_calls.get(result.tool_use_id)
-            if part is None or result.tool_use_id in seen:
+            part_id = open_calls.get(result.tool_use_id)
+            if part_id is None or result.tool_use_id in seen:
                 raise InvalidInput(f"tool_use_id {result.tool_use_id!r} names no open tool call of the newest response")
             seen.add(result.tool_use_id)
-            updates.append((part.id, result))
-        return message.info.id, updates
+            updates.append((part_id, result))
+        return updates
 
     @staticmethod
     def pending_calls(view: Sequence[MessageWithParts]) -> list[dict[str, Any]]:

@@ -16,14 +16,17 @@ from ..compaction.engine import compaction
 from ..db import ops
 from ..db.compaction_ops import pending_compaction
 from ..db.fork_ops import fork_flow
-from ..db.history_ops import load_messages, prune_session
+from ..db.convert import text_out
+from ..db.history_ops import load_messages, message_tools, newest_assistant, prune_session
 from ..db.settle_ops import append_work
-from ..errors import CompactionStalled
+from ..errors import CompactionStalled, InvalidInput
 from ..flows import Tx, perform
 from ..ids import new_id
-from ..models import Message, MessageWithParts
-from ..blocks import KEY
+from ..models import MessageWithParts
+from ..blocks import KEY, recorded_response
 from .core import ConversationState, RequestStats, is_prompt_too_long
+
+OPEN = ("pending", "running")  # a tool call's statuses while it waits for its result
 
 __all__ = ["Flow", "fork", "pending_calls", "recover", "record", "request", "tool_results", "user", "view"]
 
@@ -50,12 +53,6 @@ def _view_and_pending(state: ConversationState) -> Any:
 def _append(state: ConversationState, store: Any, items: list[dict[str, Any]]) -> Flow:
     """``append_messages`` of these items, one transaction."""
     return (yield from perform(append_work(state.session_id, items, now=store.clock(), dialect=store.dialect)))
-
-
-def _update_tools(calls: list[tuple[str, dict[str, Any]]], clock: Any) -> Any:
-    """``update_tool`` calls ``(part_id, fields)``, one operation (one transaction)."""
-    for part_id, fields in calls:
-        yield from ops.update_tool(part_id, **fields, now=clock())
 
 
 def view(state: ConversationState) -> Flow:
@@ -153,22 +150,30 @@ def tool_results(state: ConversationState, store: Any, results: Sequence[Mapping
 
 
 def _complete_tools(state: ConversationState, clock: Any, results: Sequence[Mapping[str, Any]]) -> Any:
-    """``tool_results``' operation, one transaction: the view, the results checked against the newest
-    response's open calls (``InvalidInput`` before anything is written), then the tool parts completed. The
-    response's message as the view read it: completing its tool parts changes none of its ``Message`` fields."""
-    view = yield from _view(state)
-    message_id, updates = state.tool_updates(view, results)
-    calls: list[tuple[str, dict[str, Any]]] = []
-    for part_id, result in updates:
-        metadata = {KEY: {"tool_result": result.block}}
-        if result.is_error:
-            calls.append((part_id, {"status": "error", "error": result.output, "metadata": metadata}))
-        else:
-            calls.append((part_id, {"status": "running"}))
-            calls.append((part_id, {"status": "completed", "output": result.output, "metadata": metadata}))
-    yield from _update_tools(calls, clock)
-    found: Message = next(m.info for m in reversed(view) if m.info.id == message_id)
-    return found.model_copy(deep=True)  # the view's entries are reused by the next load: never handed out
+    """``tool_results``' operation, one transaction: the results checked against the newest response's open
+    calls (``InvalidInput`` before anything is written), then its tool parts completed, each statement once
+    for all of them. The newest response is the view's newest assistant message, read alone; only when that
+    one records no response is the view read to find it."""
+    if not results:
+        raise InvalidInput("tool_results() needs at least one result")
+    message = yield from newest_assistant(state.session_id)
+    if message is None or not recorded_response(message.metadata):
+        message = state.newest_response((yield from _view(state)))
+    rows = {row[-1]: row for row in (yield from message_tools(message.id))}
+    open_calls = {text_out(row.call_id): part_id for part_id, row in rows.items() if row.status in OPEN}
+    updates = state.match_results(open_calls, results)
+    now = clock()
+    changes = [ops.plan_tool_change(part_id, rows[part_id], _result_changes(result), now=now) for part_id, result in updates]
+    yield from ops.write_tool_changes(changes, now=now)
+    return message  # completing its tool parts changes none of its ``Message`` fields
+
+
+def _result_changes(result: Any) -> list[dict[str, Any]]:
+    """A tool part's changes for a result: running, then completed with its output; or an error."""
+    metadata = {KEY: {"tool_result": result.block}}
+    if result.is_error:
+        return [{"status": "error", "error": result.output, "metadata": metadata}]
+    return [{"status": "running"}, {"status": "completed", "output": result.output, "metadata": metadata}]
 
 
 def recover(state: ConversationState, store: Any, error: BaseException) -> Flow:
