@@ -22,7 +22,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..extras import require
-from .engine import _CONFIGURED, engine_options, make_engine, normalize_url, sqlite_events
+from .engine import _CONFIGURED, engine_options, make_engine, normalize_url, pg_events, sqlite_events
 from .files import track
 
 __all__ = ["make_async_engine", "sqlite_engine", "sync_url"]
@@ -61,6 +61,8 @@ def make_async_engine(url: str, *, create: bool = True, read_only: bool = False,
         sqlite_events(engine.sync_engine, read_only=read_only)
         twin = make_engine(sync_url(url), create=create, read_only=read_only, **kwargs)  # the store's connections
         _SQLITE_ENGINES[engine.sync_engine] = twin
+    else:
+        pg_events(engine.sync_engine)
     _CONFIGURED.add(engine.sync_engine)
     track(engine.sync_engine)
     return engine

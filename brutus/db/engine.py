@@ -19,13 +19,14 @@ server (a prepared statement belongs to one server connection, a transaction may
 from __future__ import annotations
 
 import os
+import select
 import weakref
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 
 from .. import codec
 from ..errors import InvalidInput
@@ -45,7 +46,9 @@ __all__ = [
     "engine_options",
     "is_brutus_engine",
     "make_engine",
+    "hung_up",
     "normalize_url",
+    "pg_events",
     "redact",
     "sqlite_events",
     "sqlite_pragmas",
@@ -125,6 +128,8 @@ def make_engine(url: str, *, create: bool = True, read_only: bool = False, **kwa
     engine = create_engine(parsed, **options)
     if backend == "sqlite":
         sqlite_events(engine, read_only=read_only)
+    else:
+        pg_events(engine)
     _CONFIGURED.add(engine)
     track(engine)
     return engine
@@ -160,7 +165,6 @@ def engine_options(url: str, *, create: bool = True, read_only: bool = False, **
     elif backend == "postgresql":
         if parsed.get_driver_name() != "psycopg":
             raise InvalidInput(f"brutus talks to PostgreSQL through psycopg 3: use postgresql+psycopg://…, got {redact(url)}")
-        options["pool_pre_ping"] = True
         parsed, pooler = _pooler(parsed)
         if pooler == "transaction":
             # no server-side prepared statements (psycopg prepares a statement run 5 times on its connection):
@@ -216,6 +220,35 @@ def sqlite_pragmas(dbapi_connection: Any, *, read_only: bool = False) -> None:
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
+
+
+def pg_events(engine: Engine) -> None:
+    """PostgreSQL: a pooled connection the server hung up on is replaced as it is checked out (an async
+    engine's ``sync_engine`` too).
+
+    Instead of the pool's pre-ping (a ``SELECT 1`` round trip before every transaction, a third of a live
+    step's round trips), the connection's socket is polled: a server that restarted, or a pooler that went
+    away, closed it and said why, so it reads as ready; an idle connection brutus keeps has nothing to read
+    otherwise (it never LISTENs). Such a connection is dropped and the pool connects anew
+    (``DisconnectionError``). A server that goes away during a call still fails that call
+    (``brutus.Unavailable``)."""
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if hung_up(record.driver_connection):
+            raise DisconnectionError("the server closed this pooled connection")
+
+
+def hung_up(connection: Any) -> bool:
+    """Whether an idle psycopg connection's socket has something to read (the server's goodbye, or its
+    end) or is gone: no round trip, one ``poll``."""
+    try:
+        fd = connection.fileno()
+    except Exception:  # noqa: BLE001  closed: psycopg raises OperationalError
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def sqlite_events(engine: Engine, *, read_only: bool = False) -> None:
