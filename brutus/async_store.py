@@ -7,7 +7,9 @@ Rules it keeps (the sync store's, see ``brutus.store``):
   loop. Each call is one transaction, ``async with store.batch():`` makes several calls one.
 - Nothing blocks the event loop: on SQLite a call runs on a sqlite3 connection in a thread of brutus's own
   (all of its statements at once, with the sync store's compiled statements, and a call of its own with its
-  BEGIN and COMMIT; connections kept between calls: ``brutus.db.async_sqlite``), on PostgreSQL on psycopg's
+  BEGIN and COMMIT; connections kept between calls: ``brutus.db.async_sqlite``); on PostgreSQL a call with a
+  transaction of its own likewise runs whole on a thread of a pool, with psycopg's sync connection
+  (``brutus.db.async_pg``: half the CPU of its async one), and a batch or the compaction lock on psycopg's
   async connection; ``open`` migrates the schema in a worker thread.
 - Write transactions take the write lock up front (``BEGIN IMMEDIATE`` on SQLite), as in the sync store; a
   batch on SQLite takes it in its first call's trip, before that call's first statement.
@@ -41,7 +43,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine  # noqa: E402
 from .calls import StoreCalls  # noqa: E402
 from .compaction.locks import async_compaction_lock, async_held_sessions  # noqa: E402
 from .db import gc_ops  # noqa: E402
-from .db.async_engine import make_async_engine, sqlite_engine, sync_url  # noqa: E402
+from .db.async_engine import make_async_engine, sync_url, twin_engine  # noqa: E402
+from .db.async_pg import PGThreads  # noqa: E402
 from .db.async_sqlite import SQLiteConnections, SQLiteThread  # noqa: E402
 from .db.checkpoint import Checkpointer  # noqa: E402
 from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact  # noqa: E402
@@ -115,7 +118,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         self._batch: ContextVar[_Batch | None] = ContextVar(f"brutus_async_batch_{id(self)}", default=None)
         # SQLite: operations run on sqlite3 connections of the sync engine built beside ``engine``, each in a
         # thread of its own (see ``_drive_sqlite``)
-        sqlite = sqlite_engine(engine) if engine.dialect.name == "sqlite" else None
+        sqlite = twin_engine(engine) if engine.dialect.name == "sqlite" else None
         self._fast = SQLiteDriver(sqlite.dialect) if sqlite is not None else None
         # SQLite: WAL checkpoints in a thread of their own, after commits (see db/checkpoint.py)
         self._checkpointer = Checkpointer(engine.url.database or "") if self._fast is not None else None
@@ -123,6 +126,9 @@ class AsyncSessionStore(StoreCalls, mode="async"):
             weakref.finalize(self, self._checkpointer.close, 0.0)
         # SQLite: those connections, kept between calls (see db/async_sqlite.py)
         self._workers = SQLiteConnections(sqlite) if sqlite is not None else None
+        # PostgreSQL: a call with a transaction of its own runs on a thread, on the sync twin's connections
+        # (see db/async_pg.py)
+        self._threads = PGThreads(twin_engine(engine)) if sqlite is None else None
         # the search index filled by a task a moment after commits (see db/indexer.py)
         self._indexer = AsyncIndexer(self._index_batch) if index_in_background and not read_only else None
         self._replica = Replica(read_engine, asyncio.Lock()) if read_engine is not None else None
@@ -156,6 +162,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         read_engine = make_async_engine(read_url, **replica) if replica is not None else None
         if tenant is not None and engine.dialect.name == "postgresql":
             set_tenant(engine.sync_engine, tenant)
+            set_tenant(twin_engine(engine), tenant)
             if read_engine is not None:
                 set_tenant(read_engine.sync_engine, tenant)  # the replica's reads are the tenant's too
         settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background)
@@ -170,6 +177,8 @@ class AsyncSessionStore(StoreCalls, mode="async"):
             await self._indexer.close()
         if self._workers is not None:
             await self._workers.close()
+        if self._threads is not None:
+            await self._threads.close()
         if self._replica is not None:
             await self._replica.engine.dispose()
         await self.engine.dispose()
@@ -205,9 +214,9 @@ class AsyncSessionStore(StoreCalls, mode="async"):
                     with translate_errors():
                         return await batch.worker.call(self._drive_in_batch, op)
                 return await self._drive_async(batch.connection, op)
-        if self._workers is None:
-            async with self._pg_transaction(write) as connection:
-                value = await self._drive_async(connection, op)
+        if self._threads is not None:  # PostgreSQL: the whole transaction in one trip to a thread
+            with translate_errors():
+                value = await self._threads.run(op, write)
             if write:
                 self._pg_committed()
             return value

@@ -41,6 +41,7 @@ from brutus import (
     TokenCounts,
 )
 from brutus.db.async_engine import make_async_engine, sqlite_engine, sync_url
+from brutus.db.async_pg import PGThreads
 from brutus.db.async_sqlite import SQLiteThread
 from brutus.db import migrate
 from brutus.db.engine import WRITE, make_engine
@@ -599,7 +600,7 @@ async def test_opening_while_another_process_migrates_does_not_block_the_loop(db
 def waiting_for_the_lock(url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[], bool]:
     """A blocking check that a call of the store has been handed to its driver, where its first statement
     waits for the ``LockHolder``'s lock: SQLite's BEGIN IMMEDIATE in the connection's thread, PostgreSQL's
-    ``SELECT … FOR UPDATE`` of the session row in the call's greenlet."""
+    ``SELECT … FOR UPDATE`` of the session row in the call's thread (``brutus.db.async_pg``)."""
     handed = threading.Event()
     if make_url(sync_url(url)).get_backend_name() == "sqlite":
         original = brutus.async_store.sqlite_transaction
@@ -610,13 +611,13 @@ def waiting_for_the_lock(url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[
 
         monkeypatch.setattr(brutus.async_store, "sqlite_transaction", begins)
     else:
-        drive = AsyncSessionStore._drive_async
+        original = PGThreads.transaction
 
-        async def drives(self: AsyncSessionStore, connection: Any, op: Any) -> Any:
+        def runs(self: PGThreads, *args: Any) -> Any:
             handed.set()
-            return await drive(self, connection, op)
+            return original(self, *args)
 
-        monkeypatch.setattr(AsyncSessionStore, "_drive_async", drives)
+        monkeypatch.setattr(PGThreads, "transaction", runs)
     return lambda: handed.wait(10)
 
 
@@ -629,9 +630,9 @@ async def test_a_cancelled_call_writes_nothing_and_the_store_goes_on(
     task = asyncio.create_task(astore.append_message(ses.id, "user", agent="cancelled"))
     assert await asyncio.to_thread(waiting)
     task.cancel()
-    holder.release()  # the call gets the lock only after it was cancelled
     with pytest.raises(asyncio.CancelledError):
         await task
+    holder.release()  # the call, still in its thread, gets the lock only after it was cancelled
     msg = await astore.append_message(ses.id, "user", agent="after")
     history = await astore.messages(ses.id)
     assert [(m.info.seq, m.info.agent) for m in history] == [(1, "after")] and msg.seq == 1

@@ -25,14 +25,14 @@ from ..extras import require
 from .engine import _CONFIGURED, engine_options, make_engine, normalize_url, pg_events, sqlite_events
 from .files import track
 
-__all__ = ["make_async_engine", "sqlite_engine", "sync_url"]
+__all__ = ["make_async_engine", "sqlite_engine", "sync_url", "twin_engine"]
 
 _ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+psycopg"}
 _SYNC_DRIVERS = {
     "sqlite+aiosqlite": "sqlite",
     "postgresql+psycopg_async": "postgresql+psycopg",
 }
-_SQLITE_ENGINES: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()  # by sync_engine
+_TWINS: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()  # by sync_engine
 
 
 def sync_url(url: str) -> str:
@@ -59,15 +59,21 @@ def make_async_engine(url: str, *, create: bool = True, read_only: bool = False,
     engine = create_async_engine(parsed.set(drivername=_ASYNC_DRIVERS[backend]), **options)
     if backend == "sqlite":
         sqlite_events(engine.sync_engine, read_only=read_only)
-        twin = make_engine(sync_url(url), create=create, read_only=read_only, **kwargs)  # the store's connections
-        _SQLITE_ENGINES[engine.sync_engine] = twin
     else:
         pg_events(engine.sync_engine)
+    # the store's connections for calls run on threads (``async_sqlite``, ``async_pg``): same settings
+    _TWINS[engine.sync_engine] = make_engine(sync_url(url), create=create, read_only=read_only, **kwargs)
     _CONFIGURED.add(engine.sync_engine)
     track(engine.sync_engine)
     return engine
 
 
+def twin_engine(engine: AsyncEngine) -> Engine:
+    """The sync engine built beside ``engine`` by ``make_async_engine``, with the same settings: the
+    connections of the async store's calls that run on threads."""
+    return _TWINS[engine.sync_engine]
+
+
 def sqlite_engine(engine: AsyncEngine) -> Engine:
-    """The sync engine built beside the SQLite ``engine`` by ``make_async_engine``, with the same settings."""
-    return _SQLITE_ENGINES[engine.sync_engine]
+    """``twin_engine`` of a SQLite ``engine``."""
+    return twin_engine(engine)
