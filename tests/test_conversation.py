@@ -124,6 +124,52 @@ def test_a_result_for_no_open_call_writes_nothing(store: SessionStore) -> None:
     assert [c["id"] for c in conv.pending_calls()] == ["toolu_1", "toolu_2"]
 
 
+def _tool_rows(store: SessionStore, session_id: str) -> list[tuple[Any, ...]]:
+    """Each tool part of the session as stored: everything but its times, in seq and position order."""
+    with store.engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(
+            "SELECT p.position, p.tokens, m.token_estimate, t.status, t.output_tokens, t.error, t.metadata, o.output "
+            "FROM parts p JOIN messages m ON m.id = p.message_id JOIN tool_states t ON t.part_id = p.id "
+            "LEFT JOIN tool_outputs o ON o.part_id = p.id WHERE p.session_id = :s ORDER BY m.seq, p.position"),
+            {"s": session_id})]
+
+
+def test_results_written_together_equal_update_tool_one_call_at_a_time(store: SessionStore) -> None:
+    calls = [{"type": "tool_use", "id": f"toolu_{n}", "name": "bash", "input": {"command": "x" * 40 * n}} for n in (1, 2, 3)]
+    results = [{"tool_use_id": "toolu_1", "content": "passed " * 50},
+               {"tool_use_id": "toolu_2", "content": "boom", "is_error": True},
+               {"tool_use_id": "toolu_3", "content": [{"type": "text", "text": "three"}]}]
+    together, one_by_one = conversation(store), conversation(store)
+    for conv in (together, one_by_one):
+        conv.user("run them")
+        conv.request()
+        conv.record(response([{"type": "text", "text": "running"}, *calls], stop_reason="tool_use"))
+    together.tool_results(results)
+    for result in results:
+        one_by_one.tool_results([result])
+    assert _tool_rows(store, together.session_id) == _tool_rows(store, one_by_one.session_id)
+    rows = _tool_rows(store, together.session_id)
+    assert [r[3] for r in rows] == ["completed", "error", "completed"]
+    assert [r[7] for r in rows] == ["passed " * 50, None, "three"]
+    with store.engine.connect() as conn:  # the message's estimate is its parts' tokens, summed
+        estimate, parts = conn.execute(text(
+            "SELECT m.token_estimate, (SELECT sum(tokens) FROM parts WHERE message_id = m.id) FROM messages m "
+            "WHERE m.session_id = :s AND m.role = 'assistant'"), {"s": together.session_id}).one()
+    assert estimate == parts
+
+
+def test_results_answer_the_newest_response_past_an_assistant_message_without_one(store: SessionStore) -> None:
+    conv = conversation(store)
+    conv.user("run it")
+    conv.request()
+    recorded = conv.record(response([{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}}], stop_reason="tool_use"))
+    store.append_message(conv.session_id, "assistant", agent="not a response")  # newest, records no response
+    assert conv.tool_results([{"tool_use_id": "toolu_1", "content": "done"}]).id == recorded.id
+    assert [r[3] for r in _tool_rows(store, conv.session_id)] == ["completed"]
+    with pytest.raises(InvalidInput):  # answered: no open call of that response is left
+        conv.tool_results([{"tool_use_id": "toolu_1", "content": "again"}])
+
+
 @pytest.mark.parametrize("bad", [42, {"type": "message", "role": "user", "content": []}, {"content": "x"}, "hi"])
 def test_a_bad_response_writes_nothing(store: SessionStore, bad: Any) -> None:
     conv = conversation(store)

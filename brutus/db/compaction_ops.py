@@ -36,7 +36,6 @@ __all__ = [
     "complete_compaction",
     "fail_compaction",
     "list_compactions",
-    "pending_compaction",
 ]
 
 CONTINUE_TEXT = "Continue if you have next steps"
@@ -176,12 +175,6 @@ def complete_compaction(plan: Completion, *, now: int) -> Op:
     if done != 1:
         raise NotFound("pending compaction", plan.compaction_id)
     return summary.id
-
-
-def pending_compaction(session_id: str) -> Op:
-    """Whether the session has a pending compaction marker (one indexed probe; the session is not looked up:
-    a live request reads its view, which does, in the same transaction)."""
-    return (yield step(st.PENDING_COMPACTION, {"b_sid": session_id}, fetch="first")) is not None
 
 
 def list_compactions(session_id: str) -> Op:

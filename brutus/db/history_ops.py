@@ -25,6 +25,7 @@ __all__ = [
     "history_in_chunks",
     "history_times",
     "load_message",
+    "live_view",
     "load_messages",
     "mark_pruned",
     "message_tools",
@@ -47,6 +48,19 @@ def load_messages(session_id: Any, *, filtered: bool, reuse: dict[str, Any] | No
     """
     session_id = check_id("session", session_id)
     session = yield step(st.SESSION_BOUNDARY, {"b_sid": session_id}, fetch="first")
+    return (yield from _history(session_id, session, filtered=filtered, reuse=reuse))
+
+
+def live_view(session_id: str, reuse: dict[str, Any]) -> Op:
+    """A live request's reads: the view (``load_messages`` filtered, reusing) and whether a compaction marker
+    is pending, the latter asked with the boundary, in the same statement."""
+    session = yield step(st.SESSION_BOUNDARY_PENDING, {"b_sid": session_id}, fetch="first")
+    view = yield from _history(session_id, session, filtered=True, reuse=reuse)
+    return view, bool(session.pending)
+
+
+def _history(session_id: str, session: Any, *, filtered: bool, reuse: dict[str, Any] | None) -> Op:
+    """``load_messages`` once the session's row (its ``boundary_seq``; None: no such session) was read."""
     if session is None:
         raise NotFound("session", session_id)
     if filtered and session.boundary_seq:

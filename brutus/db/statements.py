@@ -177,6 +177,13 @@ SESSION = prebuilt(select(S).where(S.c.id == _b("sid")))
 SESSION_ID = prebuilt(select(S.c.id).where(S.c.id == _b("sid")))
 SESSION_FOR_UPDATE = prebuilt(select(S.c.last_seq, S.c.boundary_seq).where(S.c.id == _b("sid")).with_for_update())
 SESSION_BOUNDARY = prebuilt(select(S.c.boundary_seq).where(S.c.id == _b("sid")))
+# and whether a compaction marker is pending (the index on compactions' session and status)
+SESSION_BOUNDARY_PENDING = prebuilt(
+    select(
+        S.c.boundary_seq,
+        select(C.c.id).where(C.c.session_id == S.c.id, C.c.status == "pending").exists().label("pending"),
+    ).where(S.c.id == _b("sid"))
+)
 INSERT_SESSION = prebuilt(insert(S))
 DELETE_SESSION = prebuilt(delete(S).where(S.c.id == _b("sid")))
 NEXT_SEQ = prebuilt(
@@ -477,7 +484,6 @@ COMPLETE_COMPACTION = prebuilt(
     )
 )
 COMPACTIONS = prebuilt(select(C).where(C.c.session_id == _b("sid")).order_by(C.c.created_at, C.c.id))
-PENDING_COMPACTION = prebuilt(select(C.c.id).where(C.c.session_id == _b("sid"), C.c.status == "pending").limit(1))
 
 # -- boundaries
 _a, _u = M.alias("a"), M.alias("u")

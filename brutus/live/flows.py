@@ -14,10 +14,9 @@ from typing import Any
 
 from ..compaction.engine import compaction
 from ..db import ops
-from ..db.compaction_ops import pending_compaction
 from ..db.fork_ops import fork_flow
 from ..db.convert import text_out
-from ..db.history_ops import load_messages, message_tools, newest_assistant, prune_session
+from ..db.history_ops import live_view, load_messages, message_tools, newest_assistant, prune_session
 from ..db.settle_ops import append_work
 from ..errors import CompactionStalled, InvalidInput
 from ..flows import Tx, perform
@@ -41,13 +40,6 @@ def _load(state: ConversationState) -> Tx:
 def _view(state: ConversationState) -> Any:
     """``_load``'s operation, to run inside another one's transaction."""
     return load_messages(state.session_id, filtered=True, reuse=state.loaded)
-
-
-def _view_and_pending(state: ConversationState) -> Any:
-    """The view and whether a compaction marker is pending, in one transaction (one snapshot, one round trip
-    of BEGIN and COMMIT where two transactions took two)."""
-    view = yield from _view(state)
-    return view, (yield from pending_compaction(state.session_id))
 
 
 def _append(state: ConversationState, store: Any, items: list[dict[str, Any]]) -> Flow:
@@ -82,7 +74,7 @@ def request(state: ConversationState, store: Any) -> Flow:
     """The policy first (pending / reactive / threshold compaction, prune as configured), then the render."""
     now = store.clock()
     state.last = RequestStats()
-    view, pending = yield Tx(_view_and_pending(state), write=False)
+    view, pending = yield Tx(live_view(state.session_id, state.loaded), write=False)
     plan = state.plan(view, pending=pending, now=now)
     if plan.prune:
         prune = prune_session(state.session_id, state.policy.compaction_config(), now=store.clock(), dry_run=False)
