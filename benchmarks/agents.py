@@ -14,9 +14,9 @@ row whose p99 is over ``--p99`` ms or that had errors; the most agents held is t
 both. Per level: steps/s, p50 / p99 of the steps without a compaction (the steps whose ``request()``
 compacted are counted apart: their p50, and the p99 of all steps), errors, the client's CPU per step (every
 agent process, ``time.process_time``), the server's (``/proc`` of the database's backends), statements and
-round trips per step (SQLAlchemy's cursor, pool and commit events: statements + a pre-ping per checkout +
-BEGIN and COMMIT per transaction), and how many sampled backends were running or waiting on a lock (and on
-what, in the JSON). Afterwards it checks, in SQL, that every acknowledged write is there (each message whose
+round trips per step (SQLAlchemy's cursor, pool and commit events: statements + BEGIN and COMMIT per
+transaction, and a pre-ping per checkout where a pool pings), and how many sampled backends were running or
+waiting on a lock (and on what, in the JSON). Afterwards it checks, in SQL, that every acknowledged write is there (each message whose
 call returned, each tool call whose result was acknowledged, completed) and that every session's seqs are
 1..n without a gap, and exits 1 otherwise.
 
@@ -268,15 +268,16 @@ async def _aresume(store: Any, session_id: str, conv: Any, model: Model, ledger:
 class Wire:
     """Statements, pool checkouts (each one a pre-ping when the pool pings) and transactions of one engine."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, *engines: Any) -> None:
         from sqlalchemy import event
 
         self.statements = self.checkouts = self.commits = self.rollbacks = 0
-        self.pings = bool(getattr(engine.pool, "_pre_ping", False))
-        event.listen(engine, "before_cursor_execute", self._statement)
-        event.listen(engine, "commit", self._commit)
-        event.listen(engine, "rollback", self._rollback)
-        event.listen(engine.pool, "checkout", self._checkout)
+        self.pings = any(getattr(engine.pool, "_pre_ping", False) for engine in engines)  # brutus's engines: none
+        for engine in engines:
+            event.listen(engine, "before_cursor_execute", self._statement)
+            event.listen(engine, "commit", self._commit)
+            event.listen(engine, "rollback", self._rollback)
+            event.listen(engine.pool, "checkout", self._checkout)
 
     def _statement(self, *args: Any) -> None:
         self.statements += 1
@@ -361,12 +362,12 @@ def async_process(opts: Options, index: int, commands: Any, replies: Any) -> Non
 
 async def _async_process(opts: Options, index: int, commands: Any, replies: Any) -> None:
     from brutus import AsyncSessionStore
-    from brutus.db.async_engine import make_async_engine
+    from brutus.db.async_engine import make_async_engine, twin_engine
 
     store = AsyncSessionStore(make_async_engine(opts.url, **_engine_options(opts)), url=opts.url,
                               index_in_background=opts.indexer)
     counters, stop, ledgers, tasks = Counters(), asyncio.Event(), [], []
-    reporter = Reporter(counters, Wire(store.engine.sync_engine))
+    reporter = Reporter(counters, Wire(store.engine.sync_engine, twin_engine(store.engine)))  # the calls: the twin's
     while (message := await asyncio.to_thread(commands.get)) is not None:
         command, arg = message
         if command == "add":

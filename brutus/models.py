@@ -50,8 +50,9 @@ Role = Literal["user", "assistant"]
 ToolStatus = Literal["pending", "running", "completed", "error"]
 JSONObject = dict[str, Any]
 # Token counts and times are stored in 64-bit integer columns.
-Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
-Millis = Annotated[int, Field(ge=0, le=2**63 - 1)]
+MAX_COUNT = 2**63 - 1  # a BIGINT column's largest value
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+Millis = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 
 
 class _Model(BaseModel):

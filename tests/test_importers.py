@@ -161,6 +161,20 @@ def test_claude_code_assistant_lines_sharing_an_id_are_one_message_with_usage_co
     assert all(m.info.parent_id in users for m in assistants)
 
 
+def test_claude_code_usage_no_column_can_hold_counts_as_none(store: SessionStore, tmp_path: Path) -> None:
+    """A count past a BIGINT (a corrupt file: found by the fuzzer) is read as 0, as a negative one is, not a
+    pydantic error."""
+    entries = lines_of(corpus_file("2cba43de"))
+    first = next(e for e in entries if e["type"] == "assistant")["message"]["id"]
+    for entry in entries:  # every line of that message: its usage is counted once, from its last line
+        if entry["type"] == "assistant" and entry["message"]["id"] == first:
+            entry["message"]["usage"].update(input_tokens=2**63, output_tokens=-1)
+    [session_id] = import_file(store, write_jsonl(tmp_path / "huge.jsonl", entries))
+    found = [m.info.tokens for m in store.messages(session_id)
+             if m.info.role == "assistant" and m.info.metadata["claude_code"]["message"]["id"] == first]
+    assert [(t.input, t.output) for t in found] == [(0, 0)]
+
+
 def test_claude_code_tool_results_complete_their_calls(store: SessionStore) -> None:
     import_files(store, [corpus_file("2cba43de"), corpus_file("9dd861b1")])
     calls = {t.call_id: t for s in store.list_sessions() for t in tools(store.messages(s.id))}

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from ..errors import ImportFormatError
 from ..models import (
+    MAX_COUNT,
     CompactionPart,
     FilePart,
     Message,
@@ -377,8 +378,8 @@ def _tokens(usage: JSON | None) -> TokenCounts:
     usage = usage or {}
 
     def count(key: str) -> int:
-        value = usage.get(key)
-        return value if isinstance(value, int) and value >= 0 else 0
+        value = usage.get(key)  # a count no column can hold is as unusable as a negative one
+        return value if isinstance(value, int) and 0 <= value <= MAX_COUNT else 0
 
     return TokenCounts(
         input=count("input_tokens"),
