@@ -5,7 +5,10 @@ Each simulated agent drives a live ``Conversation`` on a session of its own. Its
 ``tool_use`` blocks, or an ``end_turn``. A **step** is what the agent waits for brutus between two answers:
 ``record(response)``, then ``tool_results(...)`` (the tools answer at once, ~2 KB each) or, after an
 ``end_turn``, the next ``user(...)`` turn, then ``request()``. A small model window (``ModelLimits``) makes
-``request()`` compact now and then (the offline ``ExtractiveSummarizer``), inside the step that crosses it.
+``request()`` compact now and then (the offline ``ExtractiveSummarizer``), inside the step that crosses it. A
+session starts part way through that cycle (a random number of steps written at once, in a batch), so the
+compactions of a level's agents spread out as in a fleet that has run a while (``--no-phase``: all empty, all
+compacting in one wave).
 
 Agents run as ``--processes`` processes, each with one store: asyncio tasks on an ``AsyncSessionStore``
 (``--store async``) or threads on a ``SessionStore`` (``--store sync``). The run steps the number of agents
@@ -75,6 +78,7 @@ class Options:
     seed: int = 37
     pool_size: int = 8
     indexer: bool = True  # the store's background search indexer (``brutus.db.indexer``)
+    phased: bool = True  # each session starts part way through a compaction cycle (``_history_steps``)
 
 
 # -- the model: what each agent is told and answers, seeded ------------------------------------------------------
@@ -165,6 +169,36 @@ def _acknowledge(ledger: Ledger, response: dict[str, Any], recorded: Any, answer
         ledger.messages.append(answered.id)
 
 
+PHASE_STEPS = 36  # about the steps between two compactions at WINDOW_TOKENS
+
+
+def _history_steps(model: Model, opts: Options) -> int:
+    """How many steps a new session starts with: a random share of a compaction cycle (``--no-phase``: none).
+    A fleet that has run a while has its compactions spread out; sessions all started empty would compact
+    in one wave about ``PHASE_STEPS`` steps in (the first level's agents together, a few levels later)."""
+    return model.rng.randrange(PHASE_STEPS) if opts.phased else 0
+
+
+def _history(conv: Any, model: Model, ledger: Ledger, steps: int) -> None:
+    """``steps`` steps without thinking and without requests, into ``ledger`` (the caller's batch commits
+    them: a scratch ledger, merged once it did)."""
+    for _ in range(steps):
+        response = model.response(0)
+        recorded = conv.record(response)
+        _acknowledge(ledger, response, recorded, conv.tool_results(model.results(response)) if tool_calls(response) else conv.user(model.prompt()))
+
+
+async def _ahistory(conv: Any, model: Model, ledger: Ledger, steps: int) -> None:
+    for _ in range(steps):
+        response = model.response(0)
+        recorded = await conv.record(response)
+        if tool_calls(response):
+            answered = await conv.tool_results(model.results(response))
+        else:
+            answered = await conv.user(model.prompt())
+        _acknowledge(ledger, response, recorded, answered)
+
+
 def sync_agent(store: Any, model: Model, opts: Options, counters: Counters, stop: threading.Event, ledgers: list[Ledger]) -> None:
     """An agent on a thread: think, then a step, until ``stop``."""
     try:
@@ -173,6 +207,11 @@ def sync_agent(store: Any, model: Model, opts: Options, counters: Counters, stop
         ledgers.append(ledger)
         conv = conversation(store, session_id)
         ledger.messages.append(conv.user(model.prompt()).id)
+        history = Ledger(session_id)
+        with store.batch():
+            _history(conv, model, history, _history_steps(model, opts))
+        ledger.messages += history.messages
+        ledger.calls += history.calls
         conv.request()
     except Exception as exc:  # noqa: BLE001  an agent that could not start is an error too
         counters.errors += 1
@@ -218,6 +257,11 @@ async def async_agent(store: Any, model: Model, opts: Options, counters: Counter
         ledgers.append(ledger)
         conv = conversation(store, session_id)
         ledger.messages.append((await conv.user(model.prompt())).id)
+        history = Ledger(session_id)
+        async with store.batch():
+            await _ahistory(conv, model, history, _history_steps(model, opts))
+        ledger.messages += history.messages
+        ledger.calls += history.calls
         await conv.request()
     except Exception as exc:  # noqa: BLE001
         counters.errors += 1
@@ -658,6 +702,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--p99", type=float, default=100.0, help="the p99 step latency (ms) a level must keep")
     parser.add_argument("--pool-size", type=int, default=8, help="each process's pool (and half as many overflow connections)")
     parser.add_argument("--no-indexer", action="store_true", help="stores without the background search indexer")
+    parser.add_argument("--no-phase", action="store_true", help="every session starts empty (default: part way "
+                        "through a compaction cycle, so the compactions spread out)")
     parser.add_argument("--quick", action="store_true", help="4 and 8 agents, 1 process, 2 + 4 s a level")
     parser.add_argument("--step-cpu", type=int, metavar="STEPS", help="instead: one agent, STEPS steps without "
                         "thinking, on each store: the client's CPU and wall time a step")
@@ -683,7 +729,8 @@ def main(argv: list[str] | None = None) -> int:
         ok = True
         for store in stores:
             opts = Options(url=url, store=store, processes=args.processes, levels=levels, warmup=args.warmup,
-                           window=args.window, p99=args.p99, pool_size=args.pool_size, indexer=not args.no_indexer)
+                           window=args.window, p99=args.p99, pool_size=args.pool_size, indexer=not args.no_indexer,
+                           phased=not args.no_phase)
             print(f"{store} store, {args.processes} processes, levels {levels}", flush=True)
             rows, verdict = run_store(opts)
             report["stores"][store] = {"rows": rows, "check": verdict, "held": held(rows, args.p99)}

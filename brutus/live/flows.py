@@ -25,11 +25,10 @@ from ..models import MessageWithParts
 from ..blocks import KEY, recorded_response
 from .core import ConversationState, RequestStats, is_prompt_too_long
 
-OPEN = ("pending", "running")  # a tool call's statuses while it waits for its result
-
 __all__ = ["Flow", "fork", "pending_calls", "recover", "record", "request", "tool_results", "user", "view"]
 
 Flow = Generator[Any, Any, Any]
+OPEN = ("pending", "running")  # a tool call's statuses while it waits for its result
 
 
 def _load(state: ConversationState) -> Tx:
