@@ -169,7 +169,8 @@ def _acknowledge(ledger: Ledger, response: dict[str, Any], recorded: Any, answer
         ledger.messages.append(answered.id)
 
 
-PHASE_STEPS = 36  # about the steps between two compactions at WINDOW_TOKENS
+PHASE_STEPS = 40  # about the steps between two compactions at WINDOW_TOKENS
+STEP_TOKENS = 700  # about what a step adds to the context (``request()`` measures it; the history has none)
 
 
 def _history_steps(model: Model, opts: Options) -> int:
@@ -182,15 +183,15 @@ def _history_steps(model: Model, opts: Options) -> int:
 def _history(conv: Any, model: Model, ledger: Ledger, steps: int) -> None:
     """``steps`` steps without thinking and without requests, into ``ledger`` (the caller's batch commits
     them: a scratch ledger, merged once it did)."""
-    for _ in range(steps):
-        response = model.response(0)
+    for n in range(steps):
+        response = model.response(STEP_TOKENS * (n + 1))  # the usage a request would have had there
         recorded = conv.record(response)
         _acknowledge(ledger, response, recorded, conv.tool_results(model.results(response)) if tool_calls(response) else conv.user(model.prompt()))
 
 
 async def _ahistory(conv: Any, model: Model, ledger: Ledger, steps: int) -> None:
-    for _ in range(steps):
-        response = model.response(0)
+    for n in range(steps):
+        response = model.response(STEP_TOKENS * (n + 1))
         recorded = await conv.record(response)
         if tool_calls(response):
             answered = await conv.tool_results(model.results(response))
