@@ -79,6 +79,7 @@ class Options:
     pool_size: int = 8
     indexer: bool = True  # the store's background search indexer (``brutus.db.indexer``)
     phased: bool = True  # each session starts part way through a compaction cycle (``_history_steps``)
+    switch_interval: float | None = None  # the agent processes' ``sys.setswitchinterval`` (None: Python's 5 ms)
 
 
 # -- the model: what each agent is told and answers, seeded ------------------------------------------------------
@@ -374,6 +375,8 @@ def _engine_options(opts: Options) -> dict[str, Any]:
 
 def sync_process(opts: Options, index: int, commands: Any, replies: Any) -> None:
     """Agents on threads over one ``SessionStore``, run by the parent's commands."""
+    if opts.switch_interval:
+        sys.setswitchinterval(opts.switch_interval)
     from brutus import SessionStore
     from brutus.db.engine import make_engine
 
@@ -402,6 +405,8 @@ def sync_process(opts: Options, index: int, commands: Any, replies: Any) -> None
 
 
 def async_process(opts: Options, index: int, commands: Any, replies: Any) -> None:
+    if opts.switch_interval:
+        sys.setswitchinterval(opts.switch_interval)
     asyncio.run(_async_process(opts, index, commands, replies))
 
 
@@ -703,6 +708,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--p99", type=float, default=100.0, help="the p99 step latency (ms) a level must keep")
     parser.add_argument("--pool-size", type=int, default=8, help="each process's pool (and half as many overflow connections)")
     parser.add_argument("--no-indexer", action="store_true", help="stores without the background search indexer")
+    parser.add_argument("--switch-interval", type=float, metavar="S", help="the agent processes' "
+                        "sys.setswitchinterval (default: Python's 0.005 s)")
     parser.add_argument("--no-phase", action="store_true", help="every session starts empty (default: part way "
                         "through a compaction cycle, so the compactions spread out)")
     parser.add_argument("--quick", action="store_true", help="4 and 8 agents, 1 process, 2 + 4 s a level")
@@ -731,7 +738,7 @@ def main(argv: list[str] | None = None) -> int:
         for store in stores:
             opts = Options(url=url, store=store, processes=args.processes, levels=levels, warmup=args.warmup,
                            window=args.window, p99=args.p99, pool_size=args.pool_size, indexer=not args.no_indexer,
-                           phased=not args.no_phase)
+                           phased=not args.no_phase, switch_interval=args.switch_interval)
             print(f"{store} store, {args.processes} processes, levels {levels}", flush=True)
             rows, verdict = run_store(opts)
             report["stores"][store] = {"rows": rows, "check": verdict, "held": held(rows, args.p99)}

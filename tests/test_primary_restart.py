@@ -4,8 +4,8 @@ Writers append to sessions of their own (threads on ``SessionStore``, tasks on `
 server restarts, and one call is held in flight on a row lock so the restart surely cuts it. What must hold:
 a call the restart cuts raises ``Unavailable`` (a ``DatabaseError`` saying it is retryable), never a driver
 exception; every call that returned is in the database afterwards and each session's seqs have no gap; every
-call started after the server is back succeeds, with nothing done by the caller (the pool's pre-ping and
-invalidation reconnect).
+call started after the server is back succeeds, with nothing done by the caller (a pooled connection the
+server closed is replaced at checkout: ``brutus.db.engine.pg_events``).
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
 """Async engines: ``make_engine``'s settings on SQLAlchemy's asyncio extension.
 
 SQLite goes through aiosqlite, PostgreSQL through psycopg 3's async connection; the URL a user gives is the
-same one the sync store takes (``sqlite:///…``, ``postgresql://…``). The options (JSON codec, busy timeout,
-pre-ping) and the SQLite events (pragmas, ``BEGIN IMMEDIATE`` for write transactions) come from
-``brutus.db.engine``; the events are installed on ``engine.sync_engine``, where SQLAlchemy runs them for the
-async driver, so both stores take the write lock the same way.
+same one the sync store takes (``sqlite:///…``, ``postgresql://…``). The options (JSON codec, busy timeout)
+and the events (SQLite's pragmas and ``BEGIN IMMEDIATE`` for write transactions, PostgreSQL's check of a
+pooled connection at checkout) come from ``brutus.db.engine``; the events are installed on
+``engine.sync_engine``, where SQLAlchemy runs them for the async driver, so both stores take the write lock
+the same way.
 
-On SQLite the async store sends its statements through neither: its connections are sqlite3 connections on
-threads of its own (``async_sqlite``), opened from a sync engine built beside the async one with the same
-arguments (``sqlite_engine``), so they are set up exactly as the async engine's would be.
+Beside each async engine ``make_async_engine`` builds a sync one with the same arguments (``twin_engine``):
+the async store's calls run on threads with its connections, sqlite3 ones on SQLite (``async_sqlite``),
+psycopg's sync ones on PostgreSQL (``async_pg``), set up exactly as the async engine's would be. The async
+engine's own connections serve what holds a connection across awaits: a batch, the compaction lock.
 """
 
 from __future__ import annotations

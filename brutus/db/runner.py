@@ -1,8 +1,9 @@
 """Running operations on a SQLAlchemy connection, and the one place driver errors become brutus errors.
 
 - ``drive(connection, op)`` runs an operation's ``Step``s (``brutus.db.statements``) on a SQLAlchemy
-  ``Connection``: PostgreSQL in both stores (the async store through ``AsyncConnection.run_sync``: the whole
-  operation in one greenlet). SQLite runs on ``brutus.db.sqlite_driver`` instead. These two are the statement
+  ``Connection``: PostgreSQL in both stores (the async store on a thread with a sync connection,
+  ``brutus.db.async_pg``, or, in a batch, through ``AsyncConnection.run_sync``: the whole operation in one
+  greenlet). SQLite runs on ``brutus.db.sqlite_driver`` instead. These two are the statement
   runners; everything else runs work (``brutus.flows``).
 - ``translate_errors()`` turns SQLAlchemy and driver exceptions into ``brutus.errors`` at the stores'
   boundary: no driver exception reaches a user.
