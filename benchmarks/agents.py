@@ -317,9 +317,10 @@ class Wire:
     def __init__(self, *engines: Any) -> None:
         from sqlalchemy import event
 
-        self.statements = self.checkouts = self.commits = self.rollbacks = 0
+        self.statements = self.checkouts = self.commits = self.rollbacks = self.connects = 0
         self.pings = any(getattr(engine.pool, "_pre_ping", False) for engine in engines)  # brutus's engines: none
         for engine in engines:
+            event.listen(engine, "connect", self._connect)
             event.listen(engine, "before_cursor_execute", self._statement)
             event.listen(engine, "commit", self._commit)
             event.listen(engine, "rollback", self._rollback)
@@ -337,11 +338,14 @@ class Wire:
     def _checkout(self, *args: Any) -> None:
         self.checkouts += 1
 
+    def _connect(self, *args: Any) -> None:
+        self.connects += 1
+
     def snapshot(self) -> dict[str, int]:
         transactions = self.commits + self.rollbacks
         trips = self.statements + 2 * transactions + (self.checkouts if self.pings else 0)
         return {"statements": self.statements, "transactions": transactions, "checkouts": self.checkouts,
-                "round_trips": trips}
+                "round_trips": trips, "connects": self.connects}
 
 
 def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
@@ -573,7 +577,7 @@ def measure_level(fleet: Fleet, server: Server, opts: Options, agents: int) -> d
         "p99_all_ms": percentile(samples + compacting, 99) if samples else None,
         "client_cpu_ms": 1000 * sum(f["cpu_s"] for f in found) / steps, "server_cpu_ms": 1000 * server_s / steps,
         "statements": wire["statements"] / steps, "round_trips": wire["round_trips"] / steps,
-        "transactions": wire["transactions"] / steps,
+        "transactions": wire["transactions"] / steps, "connects": wire["connects"],
         "active_backends": backends["active"], "lock_waits": backends["lock_waits"],
         "lwlock_waits": backends["lwlock_waits"], "waits": backends["waits"], "last_error": next((f["last_error"] for f in found if f["last_error"]), ""),
     }
@@ -633,13 +637,14 @@ def check(url: str, ledgers: list[Ledger]) -> dict[str, int]:
 
 
 COLUMNS = ["agents", "steps/s", "p50 ms", "p99 ms", "errors", "compactions", "their p50 ms", "p99 all ms", "client CPU ms/step",
-           "server CPU ms/step", "statements/step", "round trips/step", "active backends", "waiting on a lock"]
+           "server CPU ms/step", "statements/step", "round trips/step", "connections opened", "active backends",
+           "waiting on a lock"]
 
 
 def _cells(row: dict[str, Any]) -> list[Any]:
     return [row["agents"], row["steps_s"], row["p50_ms"], row["p99_ms"], row["errors"], row["compactions"],
             row["compaction_p50_ms"], row["p99_all_ms"],
-            row["client_cpu_ms"], row["server_cpu_ms"], row["statements"], row["round_trips"],
+            row["client_cpu_ms"], row["server_cpu_ms"], row["statements"], row["round_trips"], row["connects"],
             row["active_backends"], row["lock_waits"]]
 
 

@@ -3,7 +3,7 @@
 A write leaves its documents pending (migration 0005): the write costs what it did without search. Without
 more, the next search indexed everything written since, and after a day of writes that took minutes. A
 store (``SessionStore``) keeps an ``Indexer``: a thread of its own that, ``DELAY_S`` after the store's last
-commit, runs ``index_pending`` in small transactions (``BATCH`` rows of each table at a time on SQLite, whose
+commit (and ``INTERVAL_S`` after its last run began), runs ``index_pending`` in small transactions (``BATCH`` rows of each table at a time on SQLite, whose
 write lock an agent's next write must not wait long for) until nothing is pending. A commit that lands
 meanwhile sends it back to waiting: it indexes while the writer pauses (an agent waiting for its model). The
 store's search still indexes what is left first, and a store whose thread is gone (a forked child, a store
@@ -19,17 +19,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 from .background import AfterCommits
 
-__all__ = ["BATCH", "DELAY_S", "AsyncIndexer", "Indexer"]
+__all__ = ["BATCH", "DELAY_S", "INTERVAL_S", "AsyncIndexer", "Indexer"]
 
 log = logging.getLogger(__name__)
 
 DELAY_S = 0.2  # after a commit, wait this long for more before indexing (an agent step is several commits)
+# and at least this long after the last run began: under writes that never pause (many agents on one store)
+# a run a second, not five; each costs the same fixed statements and the index is only a cache for search,
+# which indexes what is left first (a run cost 1 ms of the client's CPU and 2 of the server's a live step
+# at 50 agents, at DELAY_S alone: ``benchmarks/agents.py --no-indexer``)
+INTERVAL_S = 1.0
 BATCH = 500  # rows of each table per transaction (SQLite): a few ms of the write lock
 
 
@@ -86,10 +92,12 @@ class Indexer(AfterCommits):
     def _run(self, stop: threading.Event) -> None:
         self._ident = threading.get_ident()
         wake = self._wake
+        began = -INTERVAL_S
         while True:
             wake.wait()
-            if stop.wait(DELAY_S):
+            if stop.wait(max(DELAY_S, began + INTERVAL_S - time.monotonic())):
                 return
+            began = time.monotonic()
             with self._idle:
                 self._busy = True
                 wake.clear()
@@ -107,7 +115,7 @@ class Indexer(AfterCommits):
 
 class AsyncIndexer:
     """``Indexer`` for ``AsyncSessionStore``: the same rules as a task on the store's event loop, ``index`` an
-    awaitable call (held weakly). Under writes that never pause it runs one transaction per ``DELAY_S``."""
+    awaitable call (held weakly). Under writes that never pause it runs one transaction per ``INTERVAL_S``."""
 
     def __init__(self, index: Callable[[], Awaitable[bool]]) -> None:
         self._index = weakref.WeakMethod(index)  # type: ignore[arg-type]
@@ -115,6 +123,7 @@ class AsyncIndexer:
         self._writes = 0
         self._pauses = 0
         self._task: asyncio.Task[None] | None = None
+        self._began = -INTERVAL_S  # when the last run began (the loop's clock)
 
     def committed(self) -> None:
         """The store committed a write (called on the loop): index soon. The task's own commits do not call
@@ -153,8 +162,10 @@ class AsyncIndexer:
 
     async def _run(self) -> None:
         try:
+            loop = asyncio.get_running_loop()
             while True:
-                await asyncio.sleep(DELAY_S)
+                await asyncio.sleep(max(DELAY_S, self._began + INTERVAL_S - loop.time()))
+                self._began = loop.time()
                 seen = self._writes
                 while True:
                     index = self._index()
