@@ -23,7 +23,7 @@ waiting on a lock (and on what, in the JSON). Afterwards it checks, in SQL, that
 call returned, each tool call whose result was acknowledged, completed) and that every session's seqs are
 1..n without a gap, and exits 1 otherwise.
 
-    python benchmarks/agents.py                         # both stores, a fresh database on 127.0.0.1:5432
+    python benchmarks/agents.py                         # both stores, each on a fresh database on 127.0.0.1:5432
     python benchmarks/agents.py --store async --url postgresql+psycopg://root@127.0.0.1:6432/db   # a pooler
     python benchmarks/agents.py --quick                 # a few agents, seconds per level (the smoke test)
     PYTHONPATH=/other/checkout python benchmarks/agents.py --step-cpu 150   # one agent's CPU a step, no thinking
@@ -700,6 +700,28 @@ def held(rows: list[dict[str, Any]], p99: float) -> int:
     return max((r["agents"] for r in rows if not r["errors"] and r["p99_ms"] is not None and r["p99_ms"] <= p99), default=0)
 
 
+def run_and_report(opts: Options, report: dict[str, Any]) -> bool:
+    """One store's run on ``opts.url`` (migrated first), printed and put in ``report``; False if a write was lost."""
+    from brutus import SessionStore
+
+    SessionStore.open(opts.url, index_in_background=False).close()  # the schema
+    print(f"{opts.store} store, {opts.processes} processes, levels {opts.levels}", flush=True)
+    rows, verdict = run_store(opts)
+    report["stores"][opts.store] = {"rows": rows, "check": verdict, "held": held(rows, opts.p99)}
+    table = Table(f"{opts.store} store: agents thinking 1-3 s between live steps, {opts.processes} processes, "
+                  f"{opts.window:.0f} s measured a level (load average {os.getloadavg()[0]:.2f})", COLUMNS)
+    for row in rows:
+        table.add(*_cells(row))
+    table.notes.append(f"held with p99 <= {opts.p99:.0f} ms: {held(rows, opts.p99)} agents (p50 / p99: steps without a "
+                       "compaction; the steps whose request() compacted are counted apart, and in 'p99 all')")
+    table.notes.append("check: " + ", ".join(f"{k} {v}" for k, v in verdict.items()))
+    print(table.render(), flush=True)
+    lost = verdict["lost_messages"] + verdict["lost_calls"] + verdict["sessions_with_gaps"]
+    if lost:
+        print(f"FAILED: {lost} acknowledged writes missing or sessions with gaps", file=sys.stderr)
+    return not lost
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="the PostgreSQL database to use as it is (default: a fresh database on "
@@ -733,32 +755,15 @@ def main(argv: list[str] | None = None) -> int:
         args.processes, args.levels, args.warmup, args.window = 1, "4,8", 2.0, 4.0
     levels = [int(n) for n in args.levels.split(",")]
     stores = ("async", "sync") if args.store == "both" else (args.store,)
-    with pg_database(args.server, "brutus_agents") if args.url is None else nullcontext(args.url) as url:
-        from brutus import SessionStore
-
-        SessionStore.open(url, index_in_background=False).close()  # the schema, once
-        report: dict[str, Any] = {"benchmark": NAME, "mode": "quick" if args.quick else "full", "machine": machine(),
-                                  "processes": args.processes, "stores": {}}
-        ok = True
-        for store in stores:
+    report: dict[str, Any] = {"benchmark": NAME, "mode": "quick" if args.quick else "full", "machine": machine(),
+                              "processes": args.processes, "stores": {}}
+    ok = True
+    for store in stores:  # each on a database of its own: one the other store filled is vacuumed meanwhile
+        with pg_database(args.server, "brutus_agents") if args.url is None else nullcontext(args.url) as url:
             opts = Options(url=url, store=store, processes=args.processes, levels=levels, warmup=args.warmup,
                            window=args.window, p99=args.p99, pool_size=args.pool_size, indexer=not args.no_indexer,
                            phased=not args.no_phase, switch_interval=args.switch_interval)
-            print(f"{store} store, {args.processes} processes, levels {levels}", flush=True)
-            rows, verdict = run_store(opts)
-            report["stores"][store] = {"rows": rows, "check": verdict, "held": held(rows, args.p99)}
-            table = Table(f"{store} store: agents thinking 1-3 s between live steps, {args.processes} processes, "
-                          f"{args.window:.0f} s measured a level (load average {os.getloadavg()[0]:.2f})", COLUMNS)
-            for row in rows:
-                table.add(*_cells(row))
-            table.notes.append(f"held with p99 <= {args.p99:.0f} ms: {held(rows, args.p99)} agents (p50 / p99: steps without a "
-                               "compaction; the steps whose request() compacted are counted apart, and in 'p99 all')")
-            table.notes.append("check: " + ", ".join(f"{k} {v}" for k, v in verdict.items()))
-            print(table.render(), flush=True)
-            lost = verdict["lost_messages"] + verdict["lost_calls"] + verdict["sessions_with_gaps"]
-            if lost:
-                print(f"FAILED: {lost} acknowledged writes missing or sessions with gaps", file=sys.stderr)
-                ok = False
+            ok = run_and_report(opts, report) and ok
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / f"{NAME}.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     return 0 if ok else 1
