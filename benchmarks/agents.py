@@ -185,20 +185,28 @@ def _history(conv: Any, model: Model, ledger: Ledger, steps: int) -> None:
     """``steps`` steps without thinking and without requests, into ``ledger`` (the caller's batch commits
     them: a scratch ledger, merged once it did)."""
     for n in range(steps):
-        response = model.response(STEP_TOKENS * (n + 1))  # the usage a request would have had there
-        recorded = conv.record(response)
-        _acknowledge(ledger, response, recorded, conv.tool_results(model.results(response)) if tool_calls(response) else conv.user(model.prompt()))
+        _answer(conv, model, ledger, model.response(STEP_TOKENS * (n + 1)))  # the usage a request would have had
 
 
 async def _ahistory(conv: Any, model: Model, ledger: Ledger, steps: int) -> None:
     for n in range(steps):
-        response = model.response(STEP_TOKENS * (n + 1))
-        recorded = await conv.record(response)
-        if tool_calls(response):
-            answered = await conv.tool_results(model.results(response))
-        else:
-            answered = await conv.user(model.prompt())
-        _acknowledge(ledger, response, recorded, answered)
+        await _aanswer(conv, model, ledger, model.response(STEP_TOKENS * (n + 1)))
+
+
+def _answer(conv: Any, model: Model, ledger: Ledger, response: dict[str, Any]) -> None:
+    """A step's writes: ``record(response)``, then its tool results or the next user turn; acknowledged."""
+    recorded = conv.record(response)
+    answered = conv.tool_results(model.results(response)) if tool_calls(response) else conv.user(model.prompt())
+    _acknowledge(ledger, response, recorded, answered)
+
+
+async def _aanswer(conv: Any, model: Model, ledger: Ledger, response: dict[str, Any]) -> None:
+    recorded = await conv.record(response)
+    if tool_calls(response):
+        answered = await conv.tool_results(model.results(response))
+    else:
+        answered = await conv.user(model.prompt())
+    _acknowledge(ledger, response, recorded, answered)
 
 
 def sync_agent(store: Any, model: Model, opts: Options, counters: Counters, stop: threading.Event, ledgers: list[Ledger]) -> None:
@@ -223,9 +231,7 @@ def sync_agent(store: Any, model: Model, opts: Options, counters: Counters, stop
         response = model.response(conv.last.tokens_after)
         started = time.perf_counter()
         try:
-            recorded = conv.record(response)
-            answered = conv.tool_results(model.results(response)) if tool_calls(response) else conv.user(model.prompt())
-            _acknowledge(ledger, response, recorded, answered)
+            _answer(conv, model, ledger, response)
             conv.request()
         except Exception as exc:  # noqa: BLE001  counted; the agent goes on from what the store holds
             counters.errors += 1
@@ -273,12 +279,7 @@ async def async_agent(store: Any, model: Model, opts: Options, counters: Counter
         response = model.response(conv.last.tokens_after)
         started = time.perf_counter()
         try:
-            recorded = await conv.record(response)
-            if tool_calls(response):
-                answered = await conv.tool_results(model.results(response))
-            else:
-                answered = await conv.user(model.prompt())
-            _acknowledge(ledger, response, recorded, answered)
+            await _aanswer(conv, model, ledger, response)
             await conv.request()
         except Exception as exc:  # noqa: BLE001
             counters.errors += 1
