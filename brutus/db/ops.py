@@ -37,6 +37,8 @@ from .statements import Op, refresh_boundary, step
 
 __all__ = [
     "MESSAGE_FIELDS",
+    "ToolChange",
+    "ToolRow",
     "append_message",
     "append_part",
     "check_id",
@@ -46,10 +48,8 @@ __all__ = [
     "get_session",
     "list_sessions",
     "message_values",
-    "tool_row",
-    "ToolChange",
-    "ToolRow",
     "plan_tool_change",
+    "tool_row",
     "update_tool",
     "write_tool_changes",
     "with_tool_times",
