@@ -3,11 +3,11 @@
 A write leaves its documents pending (migration 0005): the write costs what it did without search. Without
 more, the next search indexed everything written since, and after a day of writes that took minutes. A
 store (``SessionStore``) keeps an ``Indexer``: a thread of its own that, ``DELAY_S`` after the store's last
-commit (and ``INTERVAL_S`` after its last run began), runs ``index_pending`` in small transactions (``BATCH`` rows of each table at a time on SQLite, whose
-write lock an agent's next write must not wait long for) until nothing is pending. A commit that lands
-meanwhile sends it back to waiting: it indexes while the writer pauses (an agent waiting for its model). The
-store's search still indexes what is left first, and a store whose thread is gone (a forked child, a store
-closed) loses nothing: the documents stay pending until the next run.
+commit (and ``INTERVAL_S`` after its last run began), runs ``index_pending`` in small transactions (``BATCH``
+rows of each table at a time on SQLite, whose write lock an agent's next write must not wait long for) until
+nothing is pending. A commit that lands meanwhile sends it back to waiting: it indexes while the writer pauses
+(an agent waiting for its model). The store's search still indexes what is left first, and a store whose
+thread is gone (a forked child, a store closed) loses nothing: the documents stay pending until the next run.
 
 The thread starts at the first commit and blocks while nothing is written; ``close()`` stops it (a store used
 again starts a new one), as ``brutus.db.checkpoint.Checkpointer`` does for WAL checkpoints. ``AsyncIndexer``
