@@ -93,7 +93,6 @@ class AsyncSessionStore(StoreCalls, mode="async"):
     ``await AsyncSessionStore.open(url)``; every method of ``SessionStore`` is here, awaitable."""
 
     conversation_type = AsyncConversation
-    tenant: str | None = None  # the tenant ``open`` was given (``brutus.db.tenants``)
 
     def __init__(
         self,
@@ -166,11 +165,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
             if read_engine is not None:
                 set_tenant(read_engine.sync_engine, tenant)  # the replica's reads are the tenant's too
         settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background)
-        store = cls(engine, url=redact(url), read_engine=read_engine, **settings)
-        store.tenant = tenant
-        if migrated and store._replica is not None:
-            store._replica.wrote()  # the replica's reads wait for the schema this open wrote
-        return store
+        return cls._opened(engine, redact(url), read_engine, tenant, migrated, **settings)
 
     async def close(self) -> None:
         if self._indexer is not None:

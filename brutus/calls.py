@@ -61,6 +61,17 @@ class StoreCalls(Runs):
     read_only: bool
     conversation_type: Any  # Conversation or AsyncConversation
     _replica: Any  # the read replica (brutus.db.replica.Replica), or None
+    tenant: str | None = None  # the tenant ``open`` was given (``brutus.db.tenants``)
+
+    @classmethod
+    def _opened(cls, engine: Any, url: str, read_engine: Any, tenant: str | None, migrated: bool, **settings: Any) -> Any:
+        """``open``'s store on ``engine`` (and the replica's ``read_engine``), once the schema is ready: in
+        ``tenant``; after a migration, its replica reads wait for the schema this open wrote."""
+        store = cls(engine, url=url, read_engine=read_engine, **settings)
+        store.tenant = tenant
+        if migrated and store._replica is not None:
+            store._replica.wrote()
+        return store
 
     # -- sessions ---------------------------------------------------------------------------------------------
 

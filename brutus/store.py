@@ -54,7 +54,6 @@ class SessionStore(StoreCalls, mode="sync"):
     """The persistent, compaction-aware session store (sync). Build it with ``SessionStore.open(url)``."""
 
     conversation_type = Conversation
-    tenant: str | None = None  # the tenant ``open`` was given (``brutus.db.tenants``)
 
     def __init__(
         self,
@@ -137,11 +136,7 @@ class SessionStore(StoreCalls, mode="sync"):
         if read_engine is not None and tenant is not None:
             set_tenant(read_engine, tenant)  # the replica's reads are the tenant's too
         settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background)
-        store = cls(engine, url=redact(url), read_engine=read_engine, **settings)
-        store.tenant = tenant
-        if migrated and store._replica is not None:
-            store._replica.wrote()  # the replica's reads wait for the schema this open wrote
-        return store
+        return cls._opened(engine, redact(url), read_engine, tenant, migrated, **settings)
 
     def close(self) -> None:
         """Release the store's connections (the store opens new ones if it is used again)."""

@@ -130,13 +130,17 @@ def database(pg_server: Any) -> str:
     return url
 
 
-@pytest.fixture
-def pooler() -> Iterator[Pooler]:
-    """A pgbouncer of this test's own with two server connections per database."""
-    started = Pooler(pool_size=2)
+def _started(pool_size: int) -> Iterator[Pooler]:
+    started = Pooler(pool_size=pool_size)
     started.start()
     yield started
     started.close()
+
+
+@pytest.fixture
+def pooler() -> Iterator[Pooler]:
+    """A pgbouncer of this test's own with two server connections per database."""
+    yield from _started(2)
 
 
 WORDS = [(f"store {n}", f"needle{n}x") for n in range(4)]  # each store's (session title, word to search)
@@ -356,10 +360,7 @@ async def test_the_async_stores_compaction_lock_through_the_pooler(database: str
 @pytest.fixture
 def restartable() -> Iterator[Pooler]:
     """A pgbouncer of this test's own, to restart."""
-    started = Pooler(pool_size=4)
-    started.start()
-    yield started
-    started.close()
+    yield from _started(4)
 
 
 class Writer:
