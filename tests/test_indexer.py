@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -134,3 +135,80 @@ def test_close_on_the_indexer_thread_itself_stops_it_without_an_error() -> None:
     assert closed.wait(10), "the indexer never ran"
     thread.join(10)
     assert results == [None] and not thread.is_alive() and indexer._thread is None
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_an_index_run_gives_way_to_a_delete_that_waits_on_it(store_url: str) -> None:
+    """PostgreSQL: a delete's cascade locks a part's vector, then waits on a text part that an index run holds
+    (its upsert of texts checked that part's key), while the run's upsert of calls waits on that vector: a
+    deadlock, which PostgreSQL ended by failing the delete (CI, a session cleared under the background
+    indexer). The run gives up instead (its lock timeout), the delete commits, what the run left is indexed by
+    the next."""
+    import psycopg
+    from pgcluster import wait_for
+    from sqlalchemy import event
+    from sqlalchemy.engine import make_url
+
+    from brutus import DatabaseError
+    from brutus.db.search_ops import index_pending
+    from brutus.flows import Tx
+    from conftest import plain_url
+
+    libpq = make_url(plain_url(store_url)).set(drivername="postgresql").render_as_string(hide_password=False)
+    with SessionStore.open(store_url, index_in_background=False) as store:
+        session = store.create_session()
+        message = store.append_message(session.id, "assistant")
+        words = store.append_part(message.id, {"type": "text", "text": "a numbat"})
+        call = store.append_part(message.id, {"type": "tool", "call_id": "c1", "tool": "bash",
+                                              "state": {"status": "running", "input": {"command": "ls bilby"}}})
+        assert store.run(Tx(index_pending("postgresql"))) and indexed(store) == 2
+        with store.engine.begin() as conn:  # both pending again, as after an edit (what migration 0005's triggers do)
+            conn.execute(text("UPDATE parts SET search_xid = pg_current_xact_id() WHERE id = :t"), {"t": words.id})
+            conn.execute(text("UPDATE tool_states SET search_xid = pg_current_xact_id() WHERE part_id = :c"), {"c": call.id})
+
+        at_calls, go = threading.Event(), threading.Event()
+
+        @event.listens_for(store.engine, "before_cursor_execute")
+        def hold(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.startswith("INSERT INTO search_vectors") and "FROM tool_states" in statement:
+                at_calls.set()  # the texts upserted: the text part's key held
+                assert go.wait(30)
+
+        outcome: list[Any] = []
+        deleted: list[Any] = []
+
+        def into(results: list[Any], call: Any) -> Any:
+            def run() -> None:
+                try:
+                    results.append(call())
+                except Exception as exc:  # noqa: BLE001  what the test looks at
+                    results.append(exc)
+
+            return threading.Thread(target=run)
+
+        deleter, watcher = psycopg.connect(libpq), psycopg.connect(libpq, autocommit=True)
+        try:
+            deleter.execute("DELETE FROM search_vectors WHERE part_id = %s AND kind = 1", (call.id,))
+            (pid,) = deleter.execute("SELECT pg_backend_pid()").fetchone()
+            indexing = into(outcome, lambda: store.run(Tx(index_pending("postgresql"))))
+            indexing.start()
+            assert at_calls.wait(30), outcome
+            deleting = into(deleted, lambda: deleter.execute("DELETE FROM parts WHERE id = %s", (words.id,)).rowcount)
+            deleting.start()
+            wait_for(lambda: watcher.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() == ("Lock",),
+                     "the delete to wait on the text part")
+            go.set()
+            deleting.join(30)
+            indexing.join(30)
+            assert not deleting.is_alive() and not indexing.is_alive()
+            assert deleted == [1]
+            deleter.commit()
+        finally:
+            go.set()
+            deleter.close()
+            watcher.close()
+            event.remove(store.engine, "before_cursor_execute", hold)
+        assert len(outcome) == 1 and isinstance(outcome[0], DatabaseError) and "lock timeout" in str(outcome[0])
+        assert pending(store) == 1  # the call, still
+        assert store.run(Tx(index_pending("postgresql"))) and pending(store) == 0
+        assert [h.part_id for h in store.search("bilby")] == [call.id] and store.search("numbat") == []

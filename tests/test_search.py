@@ -405,6 +405,29 @@ def test_postgresql_writes_leave_the_index_alone_and_a_writer_still_open_is_not_
     _pg_index_is_exact(store_url)
 
 
+def test_a_search_inside_a_batch_reads_what_is_pending_and_leaves_it_for_after(store_url: str) -> None:
+    """Inside ``store.batch()`` a search does not index: an index run in the batch's transaction would hold the
+    index's lock (and, on PostgreSQL, its short lock timeout) until the batch ends. It finds what is pending,
+    the batch's own writes too; after the batch the next search indexes them."""
+    with SessionStore.open(store_url, index_in_background=False) as store:
+        session = store.create_session()
+        early = store.append_message(session.id, "user")
+        store.append_part(early.id, _text("an early ocelot"))
+        with store.batch():
+            late = store.append_message(session.id, "user")
+            store.append_part(late.id, _text("a batched ocelot"))
+            assert [h.message_id for h in store.search("ocelot")] == [late.id, early.id]
+            assert _pending(store) == 1  # the early one not indexed (the batch's own is not committed yet)
+        assert _pending(store) == 2
+        assert [h.message_id for h in store.search("ocelot")] == [late.id, early.id]
+        assert _pending(store) == 0
+
+
+def _pending(store: SessionStore) -> int:
+    with store.engine.connect() as conn:
+        return conn.execute(text("SELECT count(*) FROM search_pending")).scalar_one()
+
+
 def test_huge_and_hostile_text_is_indexed_up_to_the_limit(store: SessionStore) -> None:
     session = store.create_session()
     message = store.append_message(session.id, "assistant")

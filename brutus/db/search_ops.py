@@ -139,12 +139,20 @@ _MARKS = prebuilt(
 _OPTIMIZE = prebuilt(text("INSERT INTO search_index(search_index) VALUES ('optimize')"))
 
 # PostgreSQL: the state row held (one index run at a time; a run that finds another under way leaves the work
-# to it, never waits: a sync call waiting on an async store's run in the same thread would wait forever), a snapshot, the vectors of the rows pending against
-# the last snapshot upserted with their message's time, the new snapshot stored
+# to it, never waits: a sync call waiting on an async store's run in the same thread would wait forever), a
+# snapshot, the vectors of the rows pending against the last snapshot upserted with their message's time, the
+# new snapshot stored. A run gives up on any row lock it waits for past ``PG_LOCK_TIMEOUT`` (its transaction's
+# ``lock_timeout``): only a delete holds what it needs (a session's, a rewind's: their cascade locks the part's
+# vector, then waits on the part, which the run's upserts of one kind hold while it upserts the next), and the
+# run, not the caller's delete, must be the one that gives way; what it left stays pending for the next.
 # The state row is the transaction's tenant's (0011: a tenant's run marks its own rows only; a role that passes
 # row-level security sees every tenant's row, so the statements name the one they mean)
 PG_TENANT_STATE = "search_state WHERE tenant = coalesce(current_setting('brutus.tenant', true), '')"
-_PG_HOLD = prebuilt(text(f"SELECT 1 FROM {PG_TENANT_STATE} FOR UPDATE SKIP LOCKED").columns(column("1")))
+PG_LOCK_TIMEOUT = "100ms"  # well under PostgreSQL's deadlock_timeout (1 s): the run times out before a deadlock is found
+_PG_HOLD = prebuilt(
+    text(f"SELECT set_config('lock_timeout', '{PG_LOCK_TIMEOUT}', true) FROM {PG_TENANT_STATE} FOR UPDATE SKIP LOCKED")
+    .columns(column("set_config"))
+)
 _PG_SNAPSHOT = prebuilt(text("SELECT CAST(pg_current_snapshot() AS text) AS snapshot").columns(column("snapshot")))
 _PG_INDEXED = prebuilt(
     text(f"SELECT CAST(pg_snapshot_xmin(indexed) AS text) AS xmin, CAST(indexed AS text) AS indexed FROM {PG_TENANT_STATE}")
@@ -229,10 +237,12 @@ def index_pending(dialect: str, *, keyless: bool = False, batch: int | None = No
 def search_flow(query: Any, *, dialect: str, index: bool, **filters: Any) -> Generator[Any, Any, list[SearchHit]]:
     """A search as a flow (``brutus.flows``): with ``index`` (a store that may write), what is pending goes
     into the index first, in a transaction of its own; if that fails (a read-only file, another SQLite writer
-    holding the lock past the busy timeout), the search reads the pending documents itself."""
-    from ..flows import Tx
+    holding the lock past the busy timeout, a PostgreSQL run timed out on a delete's lock), or inside
+    ``store.batch()`` (whose transaction an index run would hold the index's lock and its lock timeout for
+    to the end), the search reads the pending documents itself."""
+    from ..flows import InBatch, Tx
 
-    if index:
+    if index and not (yield InBatch()):
         try:
             yield Tx(index_pending(dialect))
         except DatabaseError:

@@ -2,7 +2,9 @@
 as fast to read as before it (issue 32, "no backlog" and "statistics are current").
 
 - The search index takes in what the write left pending (``search_ops.index_pending``), in a transaction of
-  its own right after the write's, so the first search after an import is as fast as any other.
+  its own right after the write's, so the first search after an import is as fast as any other. If that
+  transaction fails (SQLite busy, a PostgreSQL index run giving way to a delete), the write stands and what is
+  left stays pending for the background indexer or the next search.
 - PostgreSQL: the planner's statistics of the tables the write filled are renewed (``ANALYZE``) when it
   grew them by a tenth or more (autovacuum's own default threshold, which it would act on only after its
   next nap, and the view of a session's tail takes a sequential scan over every part meanwhile), or when
@@ -19,6 +21,7 @@ from typing import Any
 
 from sqlalchemy import column, text
 
+from ..errors import DatabaseError
 from ..flows import Tx
 from .bulk_ops import append_messages
 from .sqlite_driver import prebuilt
@@ -61,7 +64,10 @@ def settle_flow(dialect: str, *, messages: int | None) -> Generator[Any, Any, bo
 
     if (yield InBatch()):  # what the batch wrote is not committed yet: its caller settles after
         return False
-    yield Tx(index_pending(dialect))
+    try:
+        yield Tx(index_pending(dialect))
+    except DatabaseError:  # the write is committed; what stays pending the background indexer or a search takes
+        pass
     if dialect != "postgresql":
         return False
     return (yield Tx(_analyze_if_grown(messages)))
