@@ -131,6 +131,9 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         # the search index filled by a task a moment after commits (see db/indexer.py)
         self._indexer = AsyncIndexer(self._index_batch) if index_in_background and not read_only else None
         self._replica = Replica(read_engine, asyncio.Lock()) if read_engine is not None else None
+        # PostgreSQL: a read Tx(autocommit=True) runs without BEGIN and COMMIT (``SessionStore``'s rules; not a
+        # write: a cancelled call's write must not commit on its thread)
+        self._autocommits = self.dialect == "postgresql" and not read_only
 
     @classmethod
     async def open(
@@ -200,7 +203,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
                 async with connection.begin():
                     yield connection
 
-    async def _run(self, op: Op, *, write: bool = True) -> Any:
+    async def _run(self, op: Op, *, write: bool = True, autocommit: bool = False) -> Any:
         batch = self._batch.get()
         if batch is not None and batch.open:
             async with batch.lock:
@@ -211,7 +214,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
                 return await self._drive_async(batch.connection, op)
         if self._threads is not None:  # PostgreSQL: the whole transaction in one trip to a thread
             with translate_errors():
-                value = await self._threads.run(op, write)
+                value = await self._threads.run(op, write, autocommit and not write and self._autocommits)
             if write:
                 self._pg_committed()
             return value
@@ -291,7 +294,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         if type(work) is Tx:  # most calls: one operation
             if work.replica and self._replica is not None:
                 return self._read(self._replica, work.op)
-            return self._run(work.op, write=work.write)
+            return self._run(work.op, write=work.write, autocommit=work.autocommit)
         if inspect.isgenerator(work):
             return adrive_flow(work, self._do)
         return self._do(work)

@@ -69,6 +69,7 @@ class StoreCalls(Runs):
         ``tenant``; after a migration, its replica reads wait for the schema this open wrote."""
         store = cls(engine, url=url, read_engine=read_engine, **settings)
         store.tenant = tenant
+        store._autocommits = store._autocommits and tenant is None  # a tenant is set by each transaction's BEGIN
         if migrated and store._replica is not None:
             store._replica.wrote()
         return store

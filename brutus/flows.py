@@ -8,9 +8,12 @@ the tiers (``brutus.tiers.manager.tier_flow``), gc, check, search and settle (``
 
 The actions:
 
-- ``Tx(op, write, replica)``: a database operation (``brutus.db.*_ops``) in a transaction of its own, or in
-  the batch's inside ``store.batch()``; the outcome is what the operation returns. ``replica``: a read that may
-  run on the store's read replica (``brutus.db.replica`` says when it does).
+- ``Tx(op, write, replica, autocommit)``: a database operation (``brutus.db.*_ops``) in a transaction of its
+  own, or in the batch's inside ``store.batch()``; the outcome is what the operation returns. ``replica``: a
+  read that may run on the store's read replica (``brutus.db.replica`` says when it does). ``autocommit``: the
+  operation needs no transaction around its statements (it writes in one statement at most, and its reads
+  need no snapshot in common): an untenanted PostgreSQL store runs it without BEGIN and COMMIT, two round
+  trips fewer (the async store its reads only: a cancelled write must not commit).
 - ``Summarize(request, summarizer)``: the summarizer with its fallbacks (``brutus.summarizers.fallbacks``);
   the outcome is ``(summary, fallback)``.
 - ``Locked(session_id, work)``: ``work`` run while holding the session's compaction lock
@@ -66,17 +69,19 @@ Flow = Generator[Any, Any, T]
 
 class Tx:
     """A database operation (``brutus.db.statements.Op``) in a transaction of its own (or the batch's).
-    ``replica``: a read that may run on the store's read replica (``brutus.db.replica``)."""
+    ``replica``: a read that may run on the store's read replica (``brutus.db.replica``); ``autocommit``: one
+    that needs no transaction around its statements (the module's docstring says when)."""
 
-    __slots__ = ("op", "write", "replica")  # a plain class: made for every store call, it costs less than a dataclass
+    __slots__ = ("op", "write", "replica", "autocommit")  # a plain class: made for every store call, it costs less than a dataclass
 
-    def __init__(self, op: Any, write: bool = True, replica: bool = False) -> None:
+    def __init__(self, op: Any, write: bool = True, replica: bool = False, autocommit: bool = False) -> None:
         self.op = op
         self.write = write
         self.replica = replica
+        self.autocommit = autocommit
 
     def __repr__(self) -> str:
-        return f"Tx({self.op!r}, write={self.write}, replica={self.replica})"
+        return f"Tx({self.op!r}, write={self.write}, replica={self.replica}, autocommit={self.autocommit})"
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from .calls import StoreCalls
 from .compaction.locks import compaction_lock, held_sessions
 from .db import gc_ops
 from .db.checkpoint import Checkpointer
-from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact
+from .db.engine import AUTOCOMMIT, WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.indexer import BATCH, Indexer
 from .db.migrate import prepare_schema
 from .db.replica import READ, Replica, caught_up, engine_settings, failure, primary_position
@@ -91,6 +91,9 @@ class SessionStore(StoreCalls, mode="sync"):
         self._held: list[Any] = []
         self._held_lock = threading.Lock()
         self._replica = Replica(read_engine, threading.Lock()) if read_engine is not None else None
+        # PostgreSQL: a Tx(autocommit=True) runs without BEGIN and COMMIT (not on a tenant's store: its BEGIN
+        # sets the tenant; nor a read-only one: its BEGIN says READ ONLY)
+        self._autocommits = self.dialect == "postgresql" and not read_only
 
     @classmethod
     def open(
@@ -223,6 +226,12 @@ class SessionStore(StoreCalls, mode="sync"):
         if type(work) is Tx:  # most calls: one operation
             if work.replica and self._replica is not None:
                 return self._read(self._replica, work.op)
+            if work.autocommit and self._autocommits and self._batch.get() is None:
+                with translate_errors(), self.engine.connect().execution_options(**AUTOCOMMIT) as connection:
+                    value = self._drive(connection, work.op)
+                if work.write:
+                    self._committed()
+                return value
             return self._run(work.op, write=work.write)
         if inspect.isgenerator(work):
             return drive_flow(work, self._do)

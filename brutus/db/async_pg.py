@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from .engine import WRITE
+from .engine import AUTOCOMMIT, WRITE
 from .runner import drive
 from .statements import Op
 
@@ -42,19 +42,23 @@ class PGThreads:
         self.engine = engine
         self._executor = ThreadPoolExecutor(THREADS, thread_name_prefix="brutus-pg")
 
-    async def run(self, op: Op, write: bool) -> Any:
-        """``op`` in a transaction of its own, committed on success; its return value."""
+    async def run(self, op: Op, write: bool, autocommit: bool = False) -> Any:
+        """``op`` in a transaction of its own, committed on success (``autocommit``: a read with none,
+        ``brutus.flows.Tx``); its return value."""
         cancelled = threading.Event()
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, self.transaction, op, write, cancelled)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, self.transaction, op, write, cancelled, autocommit)
         except asyncio.CancelledError:
             cancelled.set()  # a thread that has not committed yet rolls back
             raise
 
-    def transaction(self, op: Op, write: bool, cancelled: threading.Event) -> Any:
+    def transaction(self, op: Op, write: bool, cancelled: threading.Event, autocommit: bool = False) -> Any:
         """On a thread: ``op`` in a transaction, rolled back if its caller was cancelled meanwhile."""
         try:
             with self.engine.connect() as connection:
+                if autocommit:
+                    return drive(connection.execution_options(**AUTOCOMMIT), op)
                 return _committed(connection, op, write, cancelled)
         except _Cancelled:
             return None

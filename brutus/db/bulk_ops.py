@@ -4,6 +4,7 @@ before the first write."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidInput, NotFound
@@ -12,9 +13,34 @@ from ..models import Message, MessageWithParts
 from . import statements as st
 from .convert import construct, part_data, part_tokens, replaced, validate_part
 from .ops import MESSAGE_FIELDS, check_id, message_values, tool_row, with_tool_times
+from .pg_bulk import appended_in_one, fits_one_statement
 from .statements import Op, refresh_boundary, step
 
-__all__ = ["append_messages"]
+__all__ = ["Planned", "append_messages", "append_planned", "plan_append"]
+
+Rows = list[tuple[Any, list[dict[str, Any]]]] | None  # an insert statement (``statements.INSERT_*``) and its rows
+
+
+@dataclass
+class Planned:
+    """What ``append_messages`` writes, checked: each table's rows, the messages to hand back, the ids given,
+    and whether the session's boundary must be read again (a completed summary or a compaction part)."""
+
+    session_id: str
+    messages: list[dict[str, Any]]
+    parts: list[dict[str, Any]]
+    tool_states: list[dict[str, Any]]
+    outputs: list[dict[str, Any]]
+    history: list[tuple[Message, list[Any]]]
+    given: dict[str, list[str]]
+    refresh: bool
+    now: int
+
+    def one_statement(self) -> bool:
+        """PostgreSQL: whether it is written by one statement (``pg_bulk.appended_in_one``): messages, none
+        asking for the boundary again, every table's rows in one chunk."""
+        tables = (self.messages, self.parts, self.tool_states, self.outputs)
+        return bool(self.messages) and not self.refresh and all(fits_one_statement(rows) for rows in tables)
 
 
 def append_messages(session_id: Any, items: Any, *, now: int, id_arrays: bool = False) -> Op:
@@ -24,8 +50,13 @@ def append_messages(session_id: Any, items: Any, *, now: int, id_arrays: bool = 
     them, all before the first write; the rows then go in with one ``executemany`` per table. Ids given are
     checked free a chunk at a time, the last chunk by the statement that takes the seqs; with ``id_arrays``
     (PostgreSQL) all of them at once, by that statement, in one array parameter per kind, when that saves a
-    statement (``_arrays_save``).
+    statement (``_arrays_save``), and, when ``Planned.one_statement``, the rows go in by that statement too.
     """
+    return (yield from append_planned(plan_append(session_id, items, now=now), id_arrays=id_arrays))
+
+
+def plan_append(session_id: Any, items: Any, *, now: int) -> Planned:
+    """``append_messages``' checks, all of them (``InvalidInput``), and the rows they make; nothing read."""
     session_id = check_id("session", session_id)
     if not isinstance(items, (list, tuple)):
         raise InvalidInput(
@@ -82,35 +113,48 @@ def append_messages(session_id: Any, items: Any, *, now: int, id_arrays: bool = 
         values["part_count"] = len(own)
         messages.append(values)
         history.append((message, own))
+    for kind, ids in given.items():
+        if len(set(ids)) != len(ids):
+            raise InvalidInput(f"the same {kind} id is given twice")
+    return Planned(session_id, messages, parts, tool_states, outputs, history, given, refresh, now)
+
+
+def append_planned(plan: Planned, *, id_arrays: bool = False) -> Op:
+    """Write what ``plan_append`` checked (``append_messages``); with ``id_arrays`` (PostgreSQL) and a plan
+    written in one statement, one statement."""
+    session_id, messages, given = plan.session_id, plan.messages, plan.given
     if not messages:
         found = yield step(st.SESSION_ID, {"b_sid": session_id}, fetch="first")
         if found is None:
             raise NotFound("session", session_id)
         return []
-    for kind, ids in given.items():
-        if len(set(ids)) != len(ids):
-            raise InvalidInput(f"the same {kind} id is given twice")
+    inserts = (
+        (st.INSERT_MESSAGE, messages),
+        (st.INSERT_PART, plan.parts),
+        (st.INSERT_TOOL_STATE, plan.tool_states),
+        (st.INSERT_TOOL_OUTPUT, plan.outputs),
+    )
+    rows = None
+    if id_arrays and plan.one_statement():
+        for seq, values in enumerate(messages, start=1):
+            values["seq"] = seq  # from the first seq taken: the statement adds the seq before it
+        rows = [(statement, rows) for statement, rows in inserts if rows]
     if id_arrays and _arrays_save(given):
-        row = yield from _take_seqs_ids_free(session_id, given, len(messages), now)
+        row = yield from _take_seqs_ids_free(session_id, given, len(messages), plan.now, rows)
     else:
-        row = yield from _take_seqs(session_id, given, len(messages), now)
+        row = yield from _take_seqs(session_id, given, len(messages), plan.now, rows)
     first_seq = row.last_seq - len(messages) + 1
     for seq, values in enumerate(messages, start=first_seq):
         values["seq"] = seq
-    inserts = (
-        (st.INSERT_MESSAGE, messages),
-        (st.INSERT_PART, parts),
-        (st.INSERT_TOOL_STATE, tool_states),
-        (st.INSERT_TOOL_OUTPUT, outputs),
-    )
-    for statement, rows in inserts:
-        if rows:  # an empty list would run the statement once, with no parameters
-            yield step(statement, rows)
-    if refresh:
+    if rows is None:
+        for statement, table_rows in inserts:
+            if table_rows:  # an empty list would run the statement once, with no parameters
+                yield step(statement, table_rows)
+    if plan.refresh:
         yield from refresh_boundary(session_id)
-    for (message, _), values in zip(history, messages, strict=True):
+    for (message, _), values in zip(plan.history, messages, strict=True):
         message.seq = values["seq"]  # the message is this call's own
-    return [construct(MessageWithParts, {"info": message, "parts": own}) for message, own in history]
+    return [construct(MessageWithParts, {"info": message, "parts": own}) for message, own in plan.history]
 
 
 def _arrays_save(given: dict[str, list[str]]) -> bool:
@@ -122,9 +166,10 @@ def _arrays_save(given: dict[str, list[str]]) -> bool:
     return bool(given["message"] and given["part"]) or any(len(ids) > st.TAKEN_IDS_CHUNK for ids in given.values())
 
 
-def _take_seqs(session_id: str, given: dict[str, list[str]], count: int, now: int) -> Op:
+def _take_seqs(session_id: str, given: dict[str, list[str]], count: int, now: int, rows: Rows = None) -> Op:
     """The session row after taking ``count`` seqs, once the ids given are found free, checked a chunk at a
-    time; ``InvalidInput`` naming an id that exists, ``NotFound`` for a missing session."""
+    time; ``InvalidInput`` naming an id that exists, ``NotFound`` for a missing session. ``rows``: the inserts'
+    rows, written by the same statement (``_taking``)."""
     chunks = [
         (kind, ids[start : start + st.TAKEN_IDS_CHUNK])
         for kind, ids in given.items()
@@ -136,7 +181,7 @@ def _take_seqs(session_id: str, given: dict[str, list[str]], count: int, now: in
     if chunks:  # the last chunk is checked by the UPDATE that takes the seqs: no row back if one is taken
         kind, (size, params) = chunks[-1][0], _id_params(chunks[-1][1])
     params.update(b_sid=session_id, b_count=count, b_now=now)
-    row = yield step(st.next_seqs(kind, size), params, fetch="first")
+    row = yield _taking(st.next_seqs(kind, size), params, rows)
     if row is None:
         if chunks:
             yield from _refuse_taken(*chunks[-1])
@@ -144,11 +189,11 @@ def _take_seqs(session_id: str, given: dict[str, list[str]], count: int, now: in
     return row
 
 
-def _take_seqs_ids_free(session_id: str, given: dict[str, list[str]], count: int, now: int) -> Op:
+def _take_seqs_ids_free(session_id: str, given: dict[str, list[str]], count: int, now: int, rows: Rows = None) -> Op:
     """``_take_seqs`` with every id given in one array parameter per kind: one statement takes the seqs if
     none of them exists; only when it takes none do the arrays say which id exists."""
     ids = {"b_message_ids": given["message"], "b_part_ids": given["part"]}
-    row = yield step(st.NEXT_SEQS_IDS_FREE, {**ids, "b_sid": session_id, "b_count": count, "b_now": now}, fetch="first")
+    row = yield _taking(st.NEXT_SEQS_IDS_FREE, {**ids, "b_sid": session_id, "b_count": count, "b_now": now}, rows)
     if row is not None:
         return row
     for kind, kind_ids in given.items():
@@ -158,6 +203,15 @@ def _take_seqs_ids_free(session_id: str, given: dict[str, list[str]], count: int
                 taken = {r.id for r in rows}
                 raise InvalidInput(f"{kind} {next(i for i in kind_ids if i in taken)} already exists")
     raise NotFound("session", session_id)
+
+
+def _taking(take: Any, params: dict[str, Any], rows: Rows) -> Any:
+    """The step taking the seqs (``take``, RETURNING the session's last_seq; no row when it takes none), with
+    ``rows`` (PostgreSQL) the inserts of those rows in the same statement, which insert nothing then."""
+    if rows is None:
+        return step(take, params, fetch="first")
+    statement, rows_params = appended_in_one(take, rows)
+    return step(statement, {**params, **rows_params}, fetch="first")
 
 
 def _id_params(ids: list[str]) -> tuple[int, dict[str, str]]:

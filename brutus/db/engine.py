@@ -34,6 +34,7 @@ from ..extras import require
 from .files import check_sqlite_file, track
 
 __all__ = [
+    "AUTOCOMMIT",
     "BUSY_TIMEOUT_MS",
     "PAGE_SIZE",
     "WAL_CHECKPOINT",
@@ -71,6 +72,9 @@ WAL_CHECKPOINT = {
 }
 WAL_SIZE_LIMIT = 16 * 1024 * 1024  # bytes the -wal file is truncated back to once a checkpoint restarts it
 WRITE = {"brutus_write": True}  # execution option marking a connection whose transaction will write
+# PostgreSQL: a connection whose statements each commit on their own (``Tx(autocommit=True)``): psycopg sends
+# no BEGIN, and its COMMIT and the pool's reset are no-ops on an idle connection (two round trips fewer)
+AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
 
 _CONFIGURED: weakref.WeakSet[Engine] = weakref.WeakSet()  # the engines make_engine built (brutus's settings)
 

@@ -23,7 +23,7 @@ from sqlalchemy import column, text
 
 from ..errors import DatabaseError
 from ..flows import Tx
-from .bulk_ops import append_messages
+from .bulk_ops import append_messages, append_planned, plan_append
 from .sqlite_driver import prebuilt
 from .statements import Op, step
 
@@ -42,10 +42,12 @@ _ANALYZE = prebuilt(text("ANALYZE messages, parts, tool_states, tool_outputs, se
 def append_work(session_id: Any, messages: Any, *, now: int, dialect: str) -> Any:
     """``store.append_messages``: the messages in one transaction (``bulk_ops.append_messages``), then, for
     ``BULK_MESSAGES`` or more, ``settle_flow`` (a flow); fewer, the one operation alone."""
-    op = append_messages(session_id, messages, now=now, id_arrays=dialect == "postgresql")
+    pg = dialect == "postgresql"
     if isinstance(messages, Sized) and len(messages) < BULK_MESSAGES:
-        return Tx(op)
-    return _append_then_settle(op, dialect)
+        plan = plan_append(session_id, messages, now=now)  # checked before any transaction
+        one = pg and plan.one_statement()
+        return Tx(append_planned(plan, id_arrays=pg), autocommit=one)  # one statement: no BEGIN, no COMMIT
+    return _append_then_settle(append_messages(session_id, messages, now=now, id_arrays=pg), dialect)
 
 
 def _append_then_settle(op: Op, dialect: str) -> Generator[Any, Any, Any]:

@@ -73,7 +73,7 @@ def request(state: ConversationState, store: Any) -> Flow:
     """The policy first (pending / reactive / threshold compaction, prune as configured), then the render."""
     now = store.clock()
     state.last = RequestStats()
-    view, pending = yield Tx(live_view(state.session_id, state.loaded), write=False)
+    view, pending = yield Tx(live_view(state.session_id, state.loaded), write=False, autocommit=True)
     plan = state.plan(view, pending=pending, now=now)
     if plan.prune:
         prune = prune_session(state.session_id, state.policy.compaction_config(), now=store.clock(), dry_run=False)
