@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 from pgcluster import wait_for
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from brutus import AsyncSessionStore, SessionStore
@@ -107,3 +108,79 @@ async def test_async_calls_run_whole_on_threads_of_the_store(store_url: str, mon
         history = await store.messages(session.id)
     assert [p.text for p in history[0].parts] == ["one", "two"]
     assert len(trips) == 4 and all(name.startswith("brutus-pg") for name in trips)
+
+
+def test_a_recorded_response_is_one_statement_and_the_requests_reads_need_no_transaction(store_url: str) -> None:
+    """On an untenanted store a live step's response is recorded by one statement (the seqs taken, the message,
+    its parts and tool calls inserted), and it and the next request's reads run without BEGIN and COMMIT
+    (psycopg in autocommit): each is its own transaction. Tool results keep theirs (a locked read, then the
+    writes planned from it, sent in psycopg's pipeline mode). The history is what the calls wrote."""
+    sent: list[tuple[str, bool]] = []
+
+    piped: list[bool] = []
+
+    def listener(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        driver = conn.connection.driver_connection
+        sent.append((statement.split(" ", 1)[0], driver.autocommit))
+        piped.append(bool(driver.pgconn.pipeline_status))
+
+    with SessionStore.open(store_url, index_in_background=False) as store:
+        session = store.create_session()
+        conv = store.conversation(session.id, model="claude-sonnet-4-5")
+        conv.user("list the files")
+        conv.request()
+        response = {
+            "id": "msg_api_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "stop_reason": "tool_use",
+            "content": [{"type": "text", "text": "Listing."}, {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}}],
+            "usage": {"input_tokens": 40, "output_tokens": 12},
+        }
+        steps = {}
+        event.listen(store.engine, "before_cursor_execute", listener)
+        try:
+            for name, call in (("record", lambda: conv.record(response)),
+                               ("results", lambda: conv.tool_results([{"tool_use_id": "toolu_1", "content": "a.py"}])),
+                               ("request", conv.request)):
+                sent.clear()
+                piped.clear()
+                call()
+                steps[name] = list(sent)
+                steps[name + " piped"] = list(piped)
+        finally:
+            event.remove(store.engine, "before_cursor_execute", listener)
+        assert steps["record"] == [("WITH", True)]
+        assert steps["results"] and all(not autocommit for _, autocommit in steps["results"])
+        # the newest response and its tool parts read, then the four writes sent together (one round trip)
+        assert [verb for verb, _ in steps["results"]] == ["SELECT", "SELECT", "UPDATE", "INSERT", "UPDATE", "UPDATE"]
+        assert steps["results piped"] == [False, False, True, True, True, True]
+        assert steps["request"] and all(autocommit for _, autocommit in steps["request"])
+        history = store.messages(session.id)
+    assert [(m.info.role, m.info.seq) for m in history] == [("user", 1), ("assistant", 2)]
+    tool = history[1].parts[1]
+    assert (history[1].parts[0].text, tool.call_id, tool.state.status, tool.state.output) == ("Listing.", "toolu_1", "completed", "a.py")
+
+
+def test_an_error_in_a_pipelined_write_is_a_brutus_error_and_nothing_is_written(store_url: str) -> None:
+    """Writes whose results are not wanted go together (psycopg's pipeline mode, ``runner.drive``): the one the
+    database refuses, here the second of three, fails the call with the error it would have raised alone, and
+    the transaction writes nothing, the writes before it included."""
+    from brutus import InvalidInput
+    from brutus.db import statements as st
+    from brutus.db.statements import step
+    from brutus.flows import Tx
+
+    def op() -> Any:
+        yield step(st.UPDATE_PART_TOKENS, {"b_pid": part.id, "b_tokens": 999, "b_now": 1})
+        yield step(st.INSERT_TOOL_OUTPUT, {"part_id": "prt_nowhere", "output": "x"})  # no such part
+        yield step(st.UPDATE_PART_TOKENS, {"b_pid": part.id, "b_tokens": 998, "b_now": 2})
+        return "written"
+
+    with SessionStore.open(store_url, index_in_background=False) as store:
+        session = store.create_session()
+        message = store.append_message(session.id, "user")
+        part = store.append_part(message.id, {"type": "text", "text": "hello"})
+        before = store.messages(session.id)
+        with pytest.raises(InvalidInput, match="refused by the database: insert or update on table .tool_outputs"):
+            store.run(Tx(op()))
+        assert store.messages(session.id) == before
+        store.append_part(message.id, {"type": "text", "text": "again"})  # the connection is fine after it
+        assert [p.text for p in store.messages(session.id)[0].parts] == ["hello", "again"]

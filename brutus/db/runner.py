@@ -48,21 +48,64 @@ def fetch(result: Any, how: str) -> Any:
 
 def drive(connection: Any, op: Op) -> Any:
     """Run ``op``'s steps on a SQLAlchemy ``Connection``, statement by statement; its return value. The rows
-    of a bulk insert go in as one statement on PostgreSQL (``db/pg_bulk.py``)."""
+    of a bulk insert go in as one statement on PostgreSQL (``db/pg_bulk.py``). On psycopg's sync connection,
+    steps whose results are not wanted (``fetch="none"``) that follow each other go in psycopg's pipeline
+    mode: sent without waiting, their results read in one round trip when a step wants a result or the
+    operation ends (a tool step's four writes: one round trip, not four). An error of one of them is raised
+    there, or by the next of them, as a SQLAlchemy error like any other."""
     bulk = connection.dialect.name == "postgresql"
+    pipelines = _pipelines(connection) if bulk else None
+    pipeline = None  # open while no-fetch steps run back to back
     try:
         current: Step = next(op)
         while True:
             statement, params = current.statement, current.params
-            if bulk and type(params) is list and params and statement in BULK_INSERTS and current.fetch == "none":
-                insert_rows(connection, statement, params)  # type: ignore[arg-type]
+            if current.fetch == "none":
+                if pipelines is not None and pipeline is None:
+                    pipeline = pipelines()
+                    pipeline.__enter__()
+                if bulk and type(params) is list and params and statement in BULK_INSERTS:
+                    insert_rows(connection, statement, params)  # type: ignore[arg-type]
+                else:
+                    connection.execute(statement, params)
                 current = op.send(None)
                 continue
+            if pipeline is not None:
+                pipeline, ending = None, pipeline
+                _sync(ending)
             current = op.send(fetch(connection.execute(statement, params), current.fetch))
     except StopIteration as stop:
+        if pipeline is not None:
+            pipeline, ending = None, pipeline
+            _sync(ending)
         return stop.value
     finally:
+        if pipeline is not None:  # an error on the way: the pipeline ends without its results
+            try:
+                pipeline.__exit__(None, None, None)
+            except Exception:  # noqa: BLE001  the error already raised says what failed
+                pass
         op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
+
+
+def _pipelines(connection: Any) -> Callable[[], Any] | None:
+    """psycopg's ``pipeline`` of ``connection``'s driver connection if it is a sync psycopg connection (an
+    async one, under ``run_sync``, runs statement by statement)."""
+    import psycopg  # loaded already: the dialect's driver
+
+    driver = connection.connection.driver_connection
+    return driver.pipeline if isinstance(driver, psycopg.Connection) else None
+
+
+def _sync(pipeline: Any) -> None:
+    """End ``pipeline``: wait for the results of what it sent; a statement's error as a SQLAlchemy error (as
+    ``Connection.execute`` raises it, so ``translate`` and the disconnect checks see it the same way)."""
+    import psycopg
+
+    try:
+        pipeline.__exit__(None, None, None)
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(None, None, exc, psycopg.Error) from exc
 
 
 @contextmanager
