@@ -8,7 +8,10 @@ Each simulated agent drives a live ``Conversation`` on a session of its own. Its
 ``request()`` compact now and then (the offline ``ExtractiveSummarizer``), inside the step that crosses it. A
 session starts part way through that cycle (a random number of steps written at once, in a batch), so the
 compactions of a level's agents spread out as in a fleet that has run a while (``--no-phase``: all empty, all
-compacting in one wave).
+compacting in one wave). Half way through each level's warm-up the tables are analyzed, so the planner's
+statistics are current, as autovacuum keeps them in a fleet that has run a while (``--no-analyze``: left to
+autovacuum; the fresh database grows tenfold in a run's first minutes, faster than its analyze follows, and
+the view's query of a session's tail then reads every part: 6-11 ms a call instead of 0.9).
 
 Agents run as ``--processes`` processes, each with one store: asyncio tasks on an ``AsyncSessionStore``
 (``--store async``) or threads on a ``SessionStore`` (``--store sync``). The run steps the number of agents
@@ -79,6 +82,7 @@ class Options:
     pool_size: int = 8
     indexer: bool = True  # the store's background search indexer (``brutus.db.indexer``)
     phased: bool = True  # each session starts part way through a compaction cycle (``_history_steps``)
+    analyze: bool = True  # the tables analyzed in each level's warm-up
     switch_interval: float | None = None  # the agent processes' ``sys.setswitchinterval`` (None: Python's 5 ms)
 
 
@@ -313,12 +317,15 @@ async def _aresume(store: Any, session_id: str, conv: Any, model: Model, ledger:
 
 
 class Wire:
-    """Statements, pool checkouts (each one a pre-ping when the pool pings) and transactions of one engine."""
+    """Statements, pool checkouts (each one a pre-ping when the pool pings) and transactions of one engine.
+    Round trips: a statement each, but one for a run of statements psycopg pipelines (``runner.drive``), and
+    a BEGIN and a COMMIT (or ROLLBACK) each for a transaction, none for a connection in autocommit."""
 
     def __init__(self, *engines: Any) -> None:
         from sqlalchemy import event
 
         self.statements = self.checkouts = self.commits = self.rollbacks = self.connects = 0
+        self.piped = self.autocommitted = 0  # statements sent in a pipeline after the run's first; ends in autocommit
         self.pings = any(getattr(engine.pool, "_pre_ping", False) for engine in engines)  # brutus's engines: none
         for engine in engines:
             event.listen(engine, "connect", self._connect)
@@ -327,14 +334,27 @@ class Wire:
             event.listen(engine, "rollback", self._rollback)
             event.listen(engine.pool, "checkout", self._checkout)
 
-    def _statement(self, *args: Any) -> None:
+    def _statement(self, conn: Any, *args: Any) -> None:
         self.statements += 1
+        driver = conn.connection.driver_connection
+        piped = bool(getattr(getattr(driver, "pgconn", None), "pipeline_status", 0))
+        if piped and conn.info.get("brutus_piped"):
+            self.piped += 1
+        conn.info["brutus_piped"] = piped
 
-    def _commit(self, *args: Any) -> None:
-        self.commits += 1
+    def _ended(self, conn: Any) -> bool:
+        """Whether the transaction that ended was one on the wire (not a connection in autocommit)."""
+        conn.info["brutus_piped"] = False
+        if getattr(conn.connection.driver_connection, "autocommit", False):
+            self.autocommitted += 1
+            return False
+        return True
 
-    def _rollback(self, *args: Any) -> None:
-        self.rollbacks += 1
+    def _commit(self, conn: Any, *args: Any) -> None:
+        self.commits += self._ended(conn)
+
+    def _rollback(self, conn: Any, *args: Any) -> None:
+        self.rollbacks += self._ended(conn)
 
     def _checkout(self, *args: Any) -> None:
         self.checkouts += 1
@@ -344,7 +364,7 @@ class Wire:
 
     def snapshot(self) -> dict[str, int]:
         transactions = self.commits + self.rollbacks
-        trips = self.statements + 2 * transactions + (self.checkouts if self.pings else 0)
+        trips = self.statements - self.piped + 2 * transactions + (self.checkouts if self.pings else 0)
         return {"statements": self.statements, "transactions": transactions, "checkouts": self.checkouts,
                 "round_trips": trips, "connects": self.connects}
 
@@ -498,6 +518,9 @@ class Server:
         self.samples: list[tuple[int, int, int]] = []
         self.waits: dict[str, int] = {}  # what the waiting backends waited on, by wait_event_type:wait_event
 
+    def analyze(self) -> None:
+        self.conn.execute("ANALYZE sessions, messages, parts, tool_states, tool_outputs, search_vectors")
+
     def pids(self) -> list[int]:
         rows = self.conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
                                  (self.database,)).fetchall()
@@ -556,8 +579,12 @@ def _spent(after: dict[int, float], before: dict[int, float]) -> float:
 
 
 def measure_level(fleet: Fleet, server: Server, opts: Options, agents: int) -> dict[str, Any]:
-    """Warm up, then one measured window at ``agents`` agents: the row of the table."""
-    time.sleep(opts.warmup)
+    """Warm up (the tables analyzed half way), then one measured window at ``agents`` agents: the row of the
+    table."""
+    time.sleep(opts.warmup / 2)
+    if opts.analyze:
+        server.analyze()
+    time.sleep(opts.warmup / 2)
     fleet.ask("mark", [None] * opts.processes)
     cpu, began = server.cpu(), time.perf_counter()
     server.start_sampling()
@@ -740,6 +767,8 @@ def main(argv: list[str] | None = None) -> int:
                         "sys.setswitchinterval (default: Python's 0.005 s)")
     parser.add_argument("--no-phase", action="store_true", help="every session starts empty (default: part way "
                         "through a compaction cycle, so the compactions spread out)")
+    parser.add_argument("--no-analyze", action="store_true", help="leave the statistics to autovacuum (default: the "
+                        "tables analyzed half way through each level's warm-up)")
     parser.add_argument("--quick", action="store_true", help="4 and 8 agents, 1 process, 2 + 4 s a level")
     parser.add_argument("--step-cpu", type=int, metavar="STEPS", help="instead: one agent, STEPS steps without "
                         "thinking, on each store: the client's CPU and wall time a step")
@@ -763,7 +792,7 @@ def main(argv: list[str] | None = None) -> int:
         with pg_database(args.server, "brutus_agents") if args.url is None else nullcontext(args.url) as url:
             opts = Options(url=url, store=store, processes=args.processes, levels=levels, warmup=args.warmup,
                            window=args.window, p99=args.p99, pool_size=args.pool_size, indexer=not args.no_indexer,
-                           phased=not args.no_phase, switch_interval=args.switch_interval)
+                           phased=not args.no_phase, analyze=not args.no_analyze, switch_interval=args.switch_interval)
             ok = run_and_report(opts, report) and ok
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / f"{NAME}.json").write_text(json.dumps(report, indent=2, default=str) + "\n")

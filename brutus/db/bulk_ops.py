@@ -138,7 +138,7 @@ def append_planned(plan: Planned, *, id_arrays: bool = False) -> Op:
     if id_arrays and plan.one_statement():
         for seq, values in enumerate(messages, start=1):
             values["seq"] = seq  # from the first seq taken: the statement adds the seq before it
-        rows = [(statement, rows) for statement, rows in inserts if rows]
+        rows = [(statement, table_rows) for statement, table_rows in inserts if table_rows]
     if id_arrays and _arrays_save(given):
         row = yield from _take_seqs_ids_free(session_id, given, len(messages), plan.now, rows)
     else:

@@ -10,6 +10,11 @@ one JSON parameter, serialized by the C encoder, and the server reads them in on
 travels as its JSON text and is cast back to its type, so what is stored equals what the row-by-row insert
 stores. It is a plain INSERT: constraints, triggers and row-level security apply to every row (COPY FROM, as
 fast in a test of the same rows, refuses tables with row-level security).
+
+An ``append_messages`` whose rows fit one chunk a table (a live step's response or user turn, any call of a few
+messages) goes further: the UPDATE that takes the session's seqs and the inserts are one statement
+(``appended_in_one``), which the store runs without BEGIN and COMMIT where it may (``brutus.flows.Tx``): one
+round trip where there were six.
 """
 
 from __future__ import annotations
