@@ -171,6 +171,10 @@ def test_an_index_run_gives_way_to_a_delete_that_waits_on_it(store_url: str) -> 
         @event.listens_for(store.engine, "before_cursor_execute")
         def hold(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
             if statement.startswith("INSERT INTO search_vectors") and "FROM tool_states" in statement:
+                driver = conn.connection.driver_connection
+                if driver.pgconn.pipeline_status:  # the upsert of texts sent, pipelined (``runner.drive``): run
+                    with driver.pipeline():  # an inner pipeline's end waits for the results sent so far
+                        pass
                 at_calls.set()  # the texts upserted: the text part's key held
                 assert go.wait(30)
 
@@ -186,7 +190,9 @@ def test_an_index_run_gives_way_to_a_delete_that_waits_on_it(store_url: str) -> 
 
             return threading.Thread(target=run)
 
-        deleter, watcher = psycopg.connect(libpq), psycopg.connect(libpq, autocommit=True)
+        # nothing prepared: through a transaction pooler the next statement may reach another server connection
+        deleter = psycopg.connect(libpq, prepare_threshold=None)
+        watcher = psycopg.connect(libpq, autocommit=True, prepare_threshold=None)
         try:
             deleter.execute("DELETE FROM search_vectors WHERE part_id = %s AND kind = 1", (call.id,))
             (pid,) = deleter.execute("SELECT pg_backend_pid()").fetchone()
