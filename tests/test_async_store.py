@@ -40,7 +40,7 @@ from brutus import (
     TextPart,
     TokenCounts,
 )
-from brutus.db.async_engine import make_async_engine, sqlite_engine, sync_url
+from brutus.db.async_engine import make_async_engine, sync_url, twin_engine
 from brutus.db.async_pg import PGThreads
 from brutus.db.async_sqlite import SQLiteThread
 from brutus.db import migrate
@@ -719,11 +719,11 @@ async def test_sqlite_connections_are_set_up_as_the_sync_engines(tmp_path) -> No
         "query_only": 0,
     }
     assert pragmas == expected
-    worker = SQLiteThread(sqlite_engine(engine))
+    worker = SQLiteThread(twin_engine(engine))
     assert await worker.call(read_pragmas) == expected
     assert await worker.call(lambda conn: conn.isolation_level) is None  # brutus sends BEGIN itself
     await worker.close()
-    reader = SQLiteThread(sqlite_engine(make_async_engine(url, read_only=True)))
+    reader = SQLiteThread(twin_engine(make_async_engine(url, read_only=True)))
     assert (await reader.call(read_pragmas))["query_only"] == 1
     await reader.close()
     async with engine.connect() as conn:

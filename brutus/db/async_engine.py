@@ -27,7 +27,7 @@ from ..extras import require
 from .engine import _CONFIGURED, engine_options, make_engine, normalize_url, pg_events, sqlite_events
 from .files import track
 
-__all__ = ["make_async_engine", "sqlite_engine", "sync_url", "twin_engine"]
+__all__ = ["make_async_engine", "sync_url", "twin_engine"]
 
 _ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+psycopg"}
 _SYNC_DRIVERS = {
@@ -74,8 +74,3 @@ def twin_engine(engine: AsyncEngine) -> Engine:
     """The sync engine built beside ``engine`` by ``make_async_engine``, with the same settings: the
     connections of the async store's calls that run on threads."""
     return _TWINS[engine.sync_engine]
-
-
-def sqlite_engine(engine: AsyncEngine) -> Engine:
-    """``twin_engine`` of a SQLite ``engine``."""
-    return twin_engine(engine)

@@ -5,7 +5,7 @@ the thread of a connection (``AsyncSessionStore._run``), and the event loop awai
 
 - a ``SQLiteThread`` runs what it is sent in the order sent, one call at a time, on a sqlite3 connection it
   opens itself (sqlite3 objects belong to the thread that made them), from a sync engine with the async
-  engine's settings (``async_engine.sqlite_engine``: pragmas, busy timeout, ``query_only`` when read-only),
+  engine's settings (``async_engine.twin_engine``: pragmas, busy timeout, ``query_only`` when read-only),
   taken out of that engine's pool (``detach``) so that the thread alone closes it;
 - a call's result or error is handed to the event loop that sent it (``call_soon_threadsafe``); a call
   whose caller was cancelled still runs to its end, and the thread runs nothing sent after it before then,

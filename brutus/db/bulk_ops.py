@@ -5,6 +5,7 @@ before the first write."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ..errors import InvalidInput, NotFound
@@ -36,6 +37,7 @@ class Planned:
     refresh: bool
     now: int
 
+    @cached_property
     def one_statement(self) -> bool:
         """PostgreSQL: whether it is written by one statement (``pg_bulk.appended_in_one``): messages, none
         asking for the boundary again, every table's rows in one chunk."""
@@ -135,7 +137,7 @@ def append_planned(plan: Planned, *, id_arrays: bool = False) -> Op:
         (st.INSERT_TOOL_OUTPUT, plan.outputs),
     )
     rows = None
-    if id_arrays and plan.one_statement():
+    if id_arrays and plan.one_statement:
         for seq, values in enumerate(messages, start=1):
             values["seq"] = seq  # from the first seq taken: the statement adds the seq before it
         rows = [(statement, table_rows) for statement, table_rows in inserts if table_rows]

@@ -45,7 +45,7 @@ def append_work(session_id: Any, messages: Any, *, now: int, dialect: str) -> An
     pg = dialect == "postgresql"
     if isinstance(messages, Sized) and len(messages) < BULK_MESSAGES:
         plan = plan_append(session_id, messages, now=now)  # checked before any transaction
-        one = pg and plan.one_statement()
+        one = pg and plan.one_statement
         return Tx(append_planned(plan, id_arrays=pg), autocommit=one)  # one statement: no BEGIN, no COMMIT
     return _append_then_settle(append_messages(session_id, messages, now=now, id_arrays=pg), dialect)
 
