@@ -28,6 +28,7 @@ from sqlalchemy.sql import Executable
 from sqlalchemy.sql.dml import Insert
 
 from ..codec import JSONText, dumps_json
+from .sqlite_driver import prebuilt
 from .statements import INSERT_MESSAGE, INSERT_PART, INSERT_TOOL_OUTPUT, INSERT_TOOL_STATE
 
 __all__ = ["BULK_INSERTS", "appended_in_one", "fits_one_statement", "insert_rows"]
@@ -40,9 +41,9 @@ CHUNK_ROWS = 2_000
 CHUNK_CHARS = 32 * 1024 * 1024
 
 
-def insert_rows(connection: Any, statement: Insert, rows: list[dict[str, Any]]) -> None:
-    """Insert ``rows`` (dicts naming the same columns) with ``statement``'s table on the SQLAlchemy
-    ``connection``, a chunk of rows per statement."""
+def insert_rows(statement: Insert, rows: list[dict[str, Any]]) -> Iterator[tuple[Executable, dict[str, Any]]]:
+    """The statements (and their parameters) inserting ``rows`` (dicts naming the same columns) into
+    ``statement``'s table, a chunk of rows each."""
     table = statement.table
     keys = tuple(rows[0])
     json_keys = [key for key in keys if isinstance(table.c[key].type, JSON)]
@@ -50,7 +51,7 @@ def insert_rows(connection: Any, statement: Insert, rows: list[dict[str, Any]]) 
     for chunk in _chunks(rows):
         if json_keys:
             chunk = [_json_as_text(row, json_keys) for row in chunk]
-        connection.execute(query, {"b_rows": chunk})
+        yield query, {"b_rows": chunk}
 
 
 def fits_one_statement(rows: list[dict[str, Any]]) -> bool:
@@ -64,7 +65,7 @@ def appended_in_one(take: Executable, inserts: list[tuple[Insert, list[dict[str,
     statement's end, so a part may name a message inserted beside it). A message row's ``seq`` is its place
     (1…n) among the messages: the statement adds the seq before the first taken. When ``take`` updates no
     row (a missing session, an id taken) nothing is inserted and no row comes back. The statement and the
-    rows' parameters (``b_rows_<table>``); the statement is built once for each shape."""
+    rows' parameters (``b_rows_<table>``); the statement is built once for each shape (``prebuilt``)."""
     params: dict[str, Any] = {}
     shape = []
     for statement, rows in inserts:
@@ -92,7 +93,7 @@ def _in_one(take: Executable, shape: tuple[tuple[Insert, tuple[str, ...]], ...])
             rows = select(*values).select_from(record).where(select(taken.c.last_seq).exists())
         insert_cte = insert(table).from_select(columns, rows, include_defaults=False).cte(f"into_{table.name}")
         inserted.append(insert_cte)
-    return select(taken.c.last_seq).add_cte(*inserted)
+    return prebuilt(select(taken.c.last_seq).add_cte(*inserted))
 
 
 def _record(table: Any, keys: tuple[str, ...], name: str, alias: str) -> Any:
@@ -130,4 +131,4 @@ def _from_recordset(table: Any, keys: tuple[str, ...]) -> Executable:
     columns = [table.c[key] for key in keys]
     record = _record(table, keys, "b_rows", "r")
     values = [cast(record.c[c.name], c.type) if isinstance(c.type, JSON) else record.c[c.name] for c in columns]
-    return insert(table).from_select(columns, select(*values), include_defaults=False)
+    return prebuilt(insert(table).from_select(columns, select(*values), include_defaults=False))

@@ -21,6 +21,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, Operation
 
 from ..errors import BrutusError, DatabaseBusy, DatabaseError, InvalidInput, Unavailable
 from .pg_bulk import BULK_INSERTS, insert_rows
+from .pg_driver import PGDriver, pg_driver
 from .statements import Op, Step
 
 __all__ = ["Clock", "drive", "fetch", "lost_connection", "now_ms", "translate", "translate_errors"]
@@ -47,33 +48,41 @@ def fetch(result: Any, how: str) -> Any:
 
 
 def drive(connection: Any, op: Op) -> Any:
-    """Run ``op``'s steps on a SQLAlchemy ``Connection``, statement by statement; its return value. The rows
-    of a bulk insert go in as one statement on PostgreSQL (``db/pg_bulk.py``). On psycopg's sync connection,
-    steps whose results are not wanted (``fetch="none"``) that follow each other go in psycopg's pipeline
-    mode: sent without waiting, their results read in one round trip when a step wants a result or the
-    operation ends (a tool step's four writes: one round trip, not four). An error of one of them is raised
-    there, or by the next of them, as a SQLAlchemy error like any other."""
-    bulk = connection.dialect.name == "postgresql"
-    pipelines = _pipelines(connection) if bulk else None
+    """Run ``op``'s steps on a SQLAlchemy ``Connection``, statement by statement; its return value.
+
+    On PostgreSQL a prebuilt statement runs on psycopg directly (``pg_driver``), and the rows of a bulk insert
+    go in as one statement (``pg_bulk``). On psycopg's sync connection, steps whose results are not wanted
+    (``fetch="none"``) that follow each other go in psycopg's pipeline mode: sent without waiting, their
+    results read in one round trip when a step wants a result or the operation ends (a tool step's four
+    writes: one round trip, not four). An error of one of them is raised there, or by the next of them, as a
+    SQLAlchemy error like any other."""
+    postgres = connection.dialect.name == "postgresql"
+    psycopg_sync = _psycopg_sync(connection) if postgres else None
+    runner = pg_driver(connection.dialect) if psycopg_sync is not None and PGDriver.direct(connection) else None
     pipeline = None  # open while no-fetch steps run back to back
+
+    def run(statement: Any, params: Any, how: str) -> Any:
+        plan = runner.plan(statement, params, how) if runner is not None else None
+        if plan is not None:
+            return runner.execute(connection, psycopg_sync, plan, params, how)  # type: ignore[union-attr]
+        return fetch(connection.execute(statement, params), how)
+
     try:
         current: Step = next(op)
         while True:
-            statement, params = current.statement, current.params
-            if current.fetch == "none":
-                if pipelines is not None and pipeline is None:
-                    pipeline = pipelines()
-                    pipeline.__enter__()
-                if bulk and type(params) is list and params and statement in BULK_INSERTS:
-                    insert_rows(connection, statement, params)  # type: ignore[arg-type]
-                else:
-                    connection.execute(statement, params)
-                current = op.send(None)
-                continue
-            if pipeline is not None:
+            statement, params, how = current
+            if how == "none" and psycopg_sync is not None and pipeline is None:
+                pipeline = psycopg_sync.pipeline()
+                pipeline.__enter__()
+            elif how != "none" and pipeline is not None:
                 pipeline, ending = None, pipeline
                 _sync(ending)
-            current = op.send(fetch(connection.execute(statement, params), current.fetch))
+            if postgres and type(params) is list and params and statement in BULK_INSERTS:
+                for query, chunk in insert_rows(statement, params):  # type: ignore[arg-type]
+                    run(query, chunk, "none")
+                current = op.send(None)
+            else:
+                current = op.send(run(statement, params, how))
     except StopIteration as stop:
         if pipeline is not None:
             pipeline, ending = None, pipeline
@@ -88,13 +97,13 @@ def drive(connection: Any, op: Op) -> Any:
         op.close()  # an operation's cleanup runs now, not when a held traceback lets it go
 
 
-def _pipelines(connection: Any) -> Callable[[], Any] | None:
-    """psycopg's ``pipeline`` of ``connection``'s driver connection if it is a sync psycopg connection (an
-    async one, under ``run_sync``, runs statement by statement)."""
+def _psycopg_sync(connection: Any) -> Any:
+    """``connection``'s driver connection if it is a sync psycopg connection (an async one, under ``run_sync``,
+    runs statement by statement through Core), else None."""
     import psycopg  # loaded already: the dialect's driver
 
     driver = connection.connection.driver_connection
-    return driver.pipeline if isinstance(driver, psycopg.Connection) else None
+    return driver if isinstance(driver, psycopg.Connection) else None
 
 
 def _sync(pipeline: Any) -> None:

@@ -32,7 +32,7 @@ from sqlalchemy.sql import Executable
 from ..codec import pack
 from .tables import PACKED_TYPES
 
-__all__ = ["SQLiteDriver", "prebuilt", "sqlite_begin", "sqlite_end", "sqlite_transaction"]
+__all__ = ["SQLiteDriver", "is_prebuilt", "left_out", "prebuilt", "sqlite_begin", "sqlite_end", "sqlite_transaction"]
 
 _PREBUILT: dict[int, Executable] = {}
 
@@ -41,6 +41,11 @@ def prebuilt(statement: Executable) -> Executable:
     """Mark a module-level statement as built once, so its compiled form is cached."""
     _PREBUILT[id(statement)] = statement
     return statement
+
+
+def is_prebuilt(statement: Executable) -> bool:
+    """Whether ``statement`` was marked ``prebuilt`` (it lives as long as the process: its id is its key)."""
+    return id(statement) in _PREBUILT
 
 
 def sqlite_begin(dbapi: Any, write: bool) -> None:
@@ -104,7 +109,7 @@ def _size_keys(statement: Executable, keys: Sequence[str], compiled: Any) -> lis
     return [_size_of(name) for name in names if _size_of(name) in columns and _size_of(name) not in keys]
 
 
-def _left_out(statement: Executable, keys: Sequence[str]) -> dict[str, Any]:
+def left_out(statement: Executable, keys: Sequence[str]) -> dict[str, Any]:
     """The values SQLAlchemy writes for the columns an INSERT or UPDATE leaves out (their ``default`` /
     ``onupdate``, read from the table's columns): scalars only; a Python function as a default is refused."""
     attribute = "default" if isinstance(statement, Insert) else "onupdate" if isinstance(statement, Update) else None
@@ -146,7 +151,7 @@ class _Plan:
         # 1.4-1.6x and a step with a commit per call 1.04-1.3x (the two drivers alternated in one process,
         # 2026-11-27; benchmarks/RESULTS.md).
         self.names: list[str] = list(compiled.positiontup or ())
-        self.defaults: dict[str, Any] = {**dict.fromkeys(sizes), **_left_out(statement, keys)}
+        self.defaults: dict[str, Any] = {**dict.fromkeys(sizes), **left_out(statement, keys)}
         binds = compiled.binds
         bind_at: list[tuple[int, Callable[[Any], Any]]] = []
         for index, name in enumerate(self.names):
@@ -213,7 +218,7 @@ class SQLiteDriver:
     def _plan(self, statement: Executable, keys: tuple[str, ...], dbapi: Any) -> _Plan:
         if self._packs is None:
             self._packs = dbapi.execute(_HAS_SIZES).fetchone() is not None
-        if id(statement) not in _PREBUILT:
+        if not is_prebuilt(statement):
             return _Plan(statement, self.dialect, keys, self._packs)
         key = (id(statement), keys)
         plan = self._plans.get(key)
