@@ -319,33 +319,56 @@ async def _aresume(store: Any, session_id: str, conv: Any, model: Model, ledger:
 class Wire:
     """Statements, pool checkouts (each one a pre-ping when the pool pings) and transactions of one engine.
     Round trips: a statement each, but one for a run of statements psycopg pipelines (``runner.drive``), and
-    a BEGIN and a COMMIT (or ROLLBACK) each for a transaction, none for a connection in autocommit."""
+    a BEGIN and a COMMIT (or ROLLBACK) each for a transaction, none for a connection in autocommit.
+
+    Statements on psycopg's sync connections are counted by their cursors (a ``cursor_factory`` set as a
+    connection is checked out), not by a ``before_cursor_execute`` listener: with one installed, brutus runs
+    every statement through SQLAlchemy Core (``brutus.db.pg_driver``), and the benchmark would measure that
+    path instead. An async engine's (a batch, the compaction lock) run through Core anyway: a listener counts
+    those."""
 
     def __init__(self, *engines: Any) -> None:
+        import psycopg
         from sqlalchemy import event
 
         self.statements = self.checkouts = self.commits = self.rollbacks = self.connects = 0
         self.piped = self.autocommitted = 0  # statements sent in a pipeline after the run's first; ends in autocommit
         self.pings = any(getattr(engine.pool, "_pre_ping", False) for engine in engines)  # brutus's engines: none
+        wire = self
+
+        class Counted(psycopg.Cursor):  # type: ignore[type-arg]
+            def execute(self, *args: Any, **kwargs: Any) -> Any:
+                wire._statement(self.connection)
+                return super().execute(*args, **kwargs)
+
+            def executemany(self, *args: Any, **kwargs: Any) -> Any:
+                wire._statement(self.connection)
+                return super().executemany(*args, **kwargs)
+
+        self._cursor, self._sync = Counted, psycopg.Connection
         for engine in engines:
             event.listen(engine, "connect", self._connect)
-            event.listen(engine, "before_cursor_execute", self._statement)
+            if engine.dialect.is_async:
+                event.listen(engine, "before_cursor_execute", self._executed)
             event.listen(engine, "commit", self._commit)
             event.listen(engine, "rollback", self._rollback)
             event.listen(engine.pool, "checkout", self._checkout)
 
-    def _statement(self, conn: Any, *args: Any) -> None:
+    def _executed(self, conn: Any, *args: Any) -> None:
+        self._statement(conn.connection.driver_connection)
+
+    def _statement(self, driver: Any) -> None:
         self.statements += 1
-        driver = conn.connection.driver_connection
         piped = bool(getattr(getattr(driver, "pgconn", None), "pipeline_status", 0))
-        if piped and conn.info.get("brutus_piped"):
+        if piped and getattr(driver, "brutus_piped", False):
             self.piped += 1
-        conn.info["brutus_piped"] = piped
+        driver.brutus_piped = piped
 
     def _ended(self, conn: Any) -> bool:
         """Whether the transaction that ended was one on the wire (not a connection in autocommit)."""
-        conn.info["brutus_piped"] = False
-        if getattr(conn.connection.driver_connection, "autocommit", False):
+        driver = conn.connection.driver_connection
+        driver.brutus_piped = False
+        if getattr(driver, "autocommit", False):
             self.autocommitted += 1
             return False
         return True
@@ -356,8 +379,10 @@ class Wire:
     def _rollback(self, conn: Any, *args: Any) -> None:
         self.rollbacks += self._ended(conn)
 
-    def _checkout(self, *args: Any) -> None:
+    def _checkout(self, dbapi_connection: Any, *args: Any) -> None:
         self.checkouts += 1
+        if isinstance(dbapi_connection, self._sync):  # psycopg's sync one (an async engine's is an adapter)
+            dbapi_connection.cursor_factory = self._cursor
 
     def _connect(self, *args: Any) -> None:
         self.connects += 1
