@@ -1,9 +1,10 @@
 """PostgreSQL: a prebuilt statement compiled once and executed on psycopg directly, not through Core's execute.
 
 SQLAlchemy's ``Connection.execute`` costs about 90 µs of the client's CPU a statement on top of psycopg's own
-(a SELECT of one row, this machine: 212 µs against 125), and a live agent step runs ten statements, a
-quarter of the step's CPU once the view's rows are counted (Core reads a result row by row). This runner does
-for PostgreSQL what ``sqlite_driver`` does for SQLite, on the psycopg connection of the SQLAlchemy
+(a SELECT of one row, this machine: 212 µs against 125), and a live agent step runs ten statements; Core also
+reads a result row by row. Run this way, one agent's live step takes 10-16 % less of the client's CPU (sync
+store 4.3-4.5 → 3.3-3.8 ms, async 5.3-5.5 → 4.6-5.1 ms, ``benchmarks/agents.py --step-cpu``). This runner
+does for PostgreSQL what ``sqlite_driver`` does for SQLite, on the psycopg connection of the SQLAlchemy
 ``Connection`` the store opened (``Connection.connection.driver_connection``): SQLAlchemy still checks the
 connection out of its pool and begins, commits and rolls back the transaction (its events, the tenant's
 ``BEGIN`` among them, run as before); only the statements skip Core.
@@ -70,14 +71,14 @@ class _Plan:
         """The row type and the result processors, from the first result's description (its type codes, as Core
         asks the types for their processors)."""
         description = cursor.description
-        self.row_type = namedtuple("Row", [d[0] for d in description], rename=True)  # type: ignore[misc]
         columns = getattr(self.statement, "exported_columns", ()) or ()
         converters = []
         for index, (column, described) in enumerate(zip(columns, description)):
             process = column.type.dialect_impl(self.dialect).result_processor(self.dialect, described[1])
             if process is not None:
                 converters.append((index, process))
-        self._converters = tuple(converters)
+        self._converters = tuple(converters)  # before the row type: another thread reads them once it is set
+        self.row_type = namedtuple("Row", [d[0] for d in description], rename=True)  # type: ignore[misc]
 
     def rows(self, cursor: Any, raw: Sequence[tuple[Any, ...]], named: bool) -> list[Any]:
         if self.row_type is None:
