@@ -47,7 +47,7 @@ from .db.async_engine import make_async_engine, sync_url, twin_engine  # noqa: E
 from .db.async_pg import PGThreads  # noqa: E402
 from .db.async_sqlite import SQLiteConnections, SQLiteThread  # noqa: E402
 from .db.checkpoint import Checkpointer  # noqa: E402
-from .db.engine import WRITE, default_url, describe, is_brutus_engine, make_engine, redact  # noqa: E402
+from .db.engine import AUTOCOMMIT, WRITE, default_url, describe, is_brutus_engine, make_engine, redact  # noqa: E402
 from .db.indexer import BATCH, AsyncIndexer  # noqa: E402
 from .db.migrate import prepare_schema  # noqa: E402
 from .db.replica import READ, Replica, caught_up, engine_settings, failure, primary_position  # noqa: E402
@@ -271,9 +271,13 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         connection, ready = None, False
         try:
             connection = await replica.engine.connect()
-            await connection.execution_options(**READ)
-            await connection.begin()
-            ready = await connection.run_sync(drive, caught_up(replica.needed))
+            await connection.execution_options(**AUTOCOMMIT)
+            ready = await connection.run_sync(drive, caught_up(replica.needed))  # before the read's snapshot
+            if ready:
+                if connection.in_transaction():  # Core's, begun by the check in autocommit: nothing on the server
+                    await connection.commit()
+                await connection.execution_options(**READ)
+                await connection.begin()
         except DBAPIError:
             replica.failed()
         finally:

@@ -305,9 +305,13 @@ class SessionStore(StoreCalls, mode="sync"):
                         raise
         connection, ready = None, False
         try:
-            connection = replica.engine.connect().execution_options(**READ)
-            connection.begin()
-            ready = drive(connection, caught_up(replica.needed))
+            connection = replica.engine.connect().execution_options(**AUTOCOMMIT)
+            ready = drive(connection, caught_up(replica.needed))  # before the read's snapshot (``replica``)
+            if ready:
+                if connection.in_transaction():  # Core began one (a listener sent the check through it): none there
+                    connection.commit()
+                connection.execution_options(**READ)
+                connection.begin()
         except DBAPIError:
             replica.failed()
         finally:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from cli_helpers import run
 from pgcluster import Clusters, wait_for
@@ -165,6 +165,46 @@ def test_the_schema_a_store_migrated_is_waited_for(clusters: Clusters) -> None:
     finally:
         clusters.resume_replay()
         clusters.query(clusters.primary_port, "DROP DATABASE brutus_replica_fresh WITH (FORCE)")
+
+
+def test_a_replica_reads_snapshot_is_taken_after_its_check(clusters: Clusters) -> None:
+    """The check that the replica has replayed this store's writes runs before the read's snapshot is taken,
+    not as its first statement (whose snapshot precedes the function it evaluates: replay passing the position
+    in between would let a stale snapshot pass the check). Shown by a write made, and replayed, after the check
+    and before the read's first statement: the read, on the replica, sees it. Both stores."""
+
+    def hooked(engine: Any, other: SessionStore, late: list[str]) -> None:
+        checked: list[bool] = []
+
+        def listener(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+            if "pg_last_wal_replay_lsn" in statement:
+                checked.append(True)
+            elif checked and not late:  # the read's first statement, on the replica
+                late.append(other.create_session(title="written after the check").id)
+                clusters.wait_caught_up()
+
+        event.listen(engine, "before_cursor_execute", listener)
+
+    with replica_store(clusters) as store, primary_store(clusters) as other:
+        mine = store.create_session(title="mine").id  # a write: the next replica read checks
+        late: list[str] = []
+        hooked(store._replica.engine, other, late)  # type: ignore[union-attr]  # reaching in: the replica's engine
+        listed = ids(store.list_sessions())
+        assert late and {mine, late[0]} <= listed
+
+    async def in_async() -> tuple[str, set[str]]:
+        store = await AsyncSessionStore.open(clusters.primary_url, read_url=clusters.replica_url, index_in_background=False)
+        try:
+            with primary_store(clusters) as other:
+                mine = (await store.create_session(title="mine")).id
+                hooked(store._replica.engine.sync_engine, other, late_async)  # type: ignore[union-attr]
+                return mine, ids(await store.list_sessions())
+        finally:
+            await store.close()
+
+    late_async: list[str] = []
+    mine, listed = asyncio.run(in_async())
+    assert late_async and {mine, late_async[0]} <= listed
 
 
 def test_threads_and_tasks_read_their_own_writes_from_a_streaming_replica(clusters: Clusters) -> None:

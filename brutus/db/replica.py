@@ -8,9 +8,11 @@ Rules (``SessionStore.open(url, read_url=...)`` and the async store keep them):
 - Read your writes: a replica read sees at least every write this store has committed (the schema too when
   its open migrated it). After a write, the store's next replica read first asks the primary where its WAL
   ends (one query for all the writes since, one thread or task at a time: the others wait for its answer);
-  the replica serves the read only if it has replayed that far, checked as the first statement of the read's
-  own REPEATABLE READ transaction, so the check and the read see one snapshot. Otherwise the read runs on the
-  primary. Writes of other processes reach a replica read after the replica's lag.
+  the replica serves the read only if it has replayed that far, checked by a statement of its own just before
+  the read's REPEATABLE READ transaction begins, so the read's snapshot, taken by its first statement, has
+  everything replayed by the time of the check. (Checked as that first statement, the snapshot would precede
+  the check by a little: replay could pass the position between the two, and the read miss the write.)
+  Otherwise the read runs on the primary. Writes of other processes reach a replica read after the replica's lag.
 - A replica that fails (down, the connection cut, a query cancelled by replay) serves nothing for
   ``RETRY_S`` seconds: reads go to the primary and the replica is tried again after that. A failure before the
   read began (connecting, the check) falls back to the primary in the same call; one in the middle of the read
