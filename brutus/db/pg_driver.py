@@ -2,7 +2,7 @@
 
 SQLAlchemy's ``Connection.execute`` costs about 90 µs of the client's CPU a statement on top of psycopg's own
 (a SELECT of one row, this machine: 212 µs against 125), and a live agent step runs ten statements; Core also
-reads a result row by row. Run this way, one agent's live step takes 10-16 % less of the client's CPU (sync
+reads a result row by row. Run this way, one agent's live step takes 10-20 % less of the client's CPU (sync
 store 4.3-4.5 → 3.3-3.8 ms, async 5.3-5.5 → 4.6-5.1 ms, ``benchmarks/agents.py --step-cpu``). This runner
 does for PostgreSQL what ``sqlite_driver`` does for SQLite, on the psycopg connection of the SQLAlchemy
 ``Connection`` the store opened (``Connection.connection.driver_connection``): SQLAlchemy still checks the
@@ -18,7 +18,7 @@ connection invalidated when the server went away, so ``translate`` and the disco
 difference.
 
 Everything else runs through Core as before: a statement built per call, a list of parameters whose rows
-name different keys, a bind Core expands at execution, an async connection (a batch of the async store, under
+name different keys or whose rows are fetched, a bind Core expands at execution, an async connection (a batch of the async store, under
 ``run_sync``), and any connection whose engine has cursor-execute listeners, so instrumentation that hooks
 ``before_cursor_execute`` / ``after_cursor_execute`` (tracing, the tests' probes) sees every statement.
 """
