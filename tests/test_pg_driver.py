@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -74,7 +74,7 @@ def core_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def workload(store: SessionStore) -> list[str]:
     """A session imported from the corpus, pruned; a live conversation's steps with every kind of block and a
-    tool call answered; a rename and a part's tokens. The sessions it made."""
+    tool call answered; a rename. The sessions it made."""
     [imported] = import_file(store, corpus_file("nimble-pixel"))
     store.prune(imported)
     session = store.create_session(title="driver")
