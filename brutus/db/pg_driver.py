@@ -18,9 +18,10 @@ connection invalidated when the server went away, so ``translate`` and the disco
 difference.
 
 Everything else runs through Core as before: a statement built per call, a list of parameters whose rows
-name different keys or whose rows are fetched, a bind Core expands at execution, an async connection (a batch of the async store, under
-``run_sync``), and any connection whose engine has cursor-execute listeners, so instrumentation that hooks
-``before_cursor_execute`` / ``after_cursor_execute`` (tracing, the tests' probes) sees every statement.
+name different keys or whose rows are fetched, a bind Core expands at execution, an async connection (a batch
+of the async store, under ``run_sync``), and any connection whose engine has cursor-execute listeners, so
+instrumentation that hooks ``before_cursor_execute`` / ``after_cursor_execute`` (tracing, the tests' probes)
+sees every statement.
 """
 
 from __future__ import annotations
