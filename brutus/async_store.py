@@ -50,7 +50,8 @@ from .db.checkpoint import Checkpointer  # noqa: E402
 from .db.engine import AUTOCOMMIT, WRITE, default_url, describe, is_brutus_engine, make_engine, redact  # noqa: E402
 from .db.indexer import BATCH, AsyncIndexer  # noqa: E402
 from .db.migrate import prepare_schema  # noqa: E402
-from .db.replica import READ, Replica, caught_up, engine_settings, failure, primary_position  # noqa: E402
+from .db.replica import (MAX_LAG_S, READ, Replica, caught_up, check_max_lag, engine_settings, failure,  # noqa: E402
+                         primary_position)
 from .db.runner import Clock, drive, now_ms, translate_errors  # noqa: E402
 from .db.search_ops import index_pending  # noqa: E402
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction  # noqa: E402
@@ -103,6 +104,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         read_only: bool = False,
         index_in_background: bool = True,
         read_engine: AsyncEngine | None = None,
+        read_max_lag: float | None = MAX_LAG_S,
     ) -> None:
         if not is_brutus_engine(engine.sync_engine):
             raise InvalidInput(
@@ -130,7 +132,8 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         self._threads = PGThreads(twin_engine(engine)) if sqlite is None else None
         # the search index filled by a task a moment after commits (see db/indexer.py)
         self._indexer = AsyncIndexer(self._index_batch) if index_in_background and not read_only else None
-        self._replica = Replica(read_engine, asyncio.Lock()) if read_engine is not None else None
+        lag = check_max_lag(read_max_lag)
+        self._replica = Replica(read_engine, asyncio.Lock(), max_lag=lag) if read_engine is not None else None
         # PostgreSQL: a read Tx(autocommit=True) runs without BEGIN and COMMIT (``SessionStore``'s rules; not a
         # write: a cancelled call's write must not commit on its thread)
         self._autocommits = self.dialect == "postgresql" and not read_only
@@ -146,11 +149,13 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         clock: Clock = now_ms,
         index_in_background: bool = True,
         read_url: str | None = None,
+        read_max_lag: float | None = MAX_LAG_S,
         tenant: str | None = None,
     ) -> AsyncSessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
-        dir), the same URLs and options ``SessionStore.open`` takes (``read_url``: a read replica; ``tenant``)."""
-        tenant = check_tenant(tenant)
+        dir), the same URLs and options ``SessionStore.open`` takes (``read_url``, ``read_max_lag``: a read
+        replica; ``tenant``)."""
+        tenant, read_max_lag = check_tenant(tenant), check_max_lag(read_max_lag)
         url = tenant_url(url or default_url(), tenant)
         create = create and not read_only
         replica = engine_settings(url, read_url) if read_url is not None else None
@@ -167,7 +172,8 @@ class AsyncSessionStore(StoreCalls, mode="async"):
             set_tenant(twin_engine(engine), tenant)
             if read_engine is not None:
                 set_tenant(read_engine.sync_engine, tenant)  # the replica's reads are the tenant's too
-        settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background)
+        settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background,
+                        read_max_lag=read_max_lag)
         return cls._opened(engine, redact(url), read_engine, tenant, migrated, **settings)
 
     async def close(self) -> None:
@@ -272,7 +278,8 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         try:
             connection = await replica.engine.connect()
             await connection.execution_options(**AUTOCOMMIT)
-            ready = await connection.run_sync(drive, caught_up(replica.needed))  # before the read's snapshot
+            check = caught_up(replica.needed, replica.max_lag)
+            ready = await connection.run_sync(drive, check)  # before the read's snapshot
             if ready:
                 if connection.in_transaction():  # Core's, begun by the check in autocommit: nothing on the server
                     await connection.commit()

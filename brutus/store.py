@@ -37,7 +37,8 @@ from .db.checkpoint import Checkpointer
 from .db.engine import AUTOCOMMIT, WRITE, default_url, describe, is_brutus_engine, make_engine, redact
 from .db.indexer import BATCH, Indexer
 from .db.migrate import prepare_schema
-from .db.replica import READ, Replica, caught_up, engine_settings, failure, primary_position
+from .db.replica import (MAX_LAG_S, READ, Replica, caught_up, check_max_lag, engine_settings, failure,
+                         primary_position)
 from .db.runner import Clock, drive, now_ms, translate, translate_errors
 from .db.search_ops import index_pending
 from .db.sqlite_driver import SQLiteDriver, sqlite_begin, sqlite_end, sqlite_transaction
@@ -64,6 +65,7 @@ class SessionStore(StoreCalls, mode="sync"):
         read_only: bool = False,
         index_in_background: bool = True,
         read_engine: Engine | None = None,
+        read_max_lag: float | None = MAX_LAG_S,
     ) -> None:
         if not is_brutus_engine(engine):
             raise InvalidInput(
@@ -90,7 +92,8 @@ class SessionStore(StoreCalls, mode="sync"):
         self._local = threading.local()  # SQLite: one driver connection kept per thread (no pool round trip)
         self._held: list[Any] = []
         self._held_lock = threading.Lock()
-        self._replica = Replica(read_engine, threading.Lock()) if read_engine is not None else None
+        lag = check_max_lag(read_max_lag)
+        self._replica = Replica(read_engine, threading.Lock(), max_lag=lag) if read_engine is not None else None
         # PostgreSQL: a Tx(autocommit=True) runs without BEGIN and COMMIT (not on a tenant's store: its BEGIN
         # sets the tenant; nor a read-only one: its BEGIN says READ ONLY)
         self._autocommits = self.dialect == "postgresql" and not read_only
@@ -106,6 +109,7 @@ class SessionStore(StoreCalls, mode="sync"):
         clock: Clock = now_ms,
         index_in_background: bool = True,
         read_url: str | None = None,
+        read_max_lag: float | None = MAX_LAG_S,
         tenant: str | None = None,
     ) -> SessionStore:
         """Open the store at ``url`` (default ``$BRUTUS_DATABASE_URL``, else a SQLite file in the user data
@@ -118,10 +122,11 @@ class SessionStore(StoreCalls, mode="sync"):
         ``create=False``; the schema must be at head). ``index_in_background``: a thread puts what is written
         into the search index a moment after commits (``brutus.db.indexer``); without, the next search or
         ``settle`` does. ``read_url``: a PostgreSQL streaming replica of ``url`` for the reads that tolerate
-        lag (listing, search, stats, export), never staler than this store's own writes (``brutus.db.replica``);
-        ``InvalidInput`` on SQLite. ``tenant``: every call sees and writes that tenant's sessions only
+        lag (listing, search, stats, export), never staler than this store's own writes; a replica more than
+        ``read_max_lag`` seconds behind (None: no bound) serves nothing (``brutus.db.replica``); ``InvalidInput``
+        on SQLite. ``tenant``: every call sees and writes that tenant's sessions only
         (PostgreSQL's row-level security, SQLite a file of the tenant's own: ``brutus.db.tenants``)."""
-        tenant = check_tenant(tenant)
+        tenant, read_max_lag = check_tenant(tenant), check_max_lag(read_max_lag)
         url = tenant_url(url or default_url(), tenant)
         create = create and not read_only
         replica = engine_settings(url, read_url) if read_url is not None else None
@@ -138,7 +143,8 @@ class SessionStore(StoreCalls, mode="sync"):
         read_engine = make_engine(read_url, **replica) if replica is not None else None
         if read_engine is not None and tenant is not None:
             set_tenant(read_engine, tenant)  # the replica's reads are the tenant's too
-        settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background)
+        settings = dict(clock=clock, read_only=read_only, index_in_background=index_in_background,
+                        read_max_lag=read_max_lag)
         return cls._opened(engine, redact(url), read_engine, tenant, migrated, **settings)
 
     def close(self) -> None:
@@ -306,7 +312,8 @@ class SessionStore(StoreCalls, mode="sync"):
         connection, ready = None, False
         try:
             connection = replica.engine.connect().execution_options(**AUTOCOMMIT)
-            ready = drive(connection, caught_up(replica.needed))  # before the read's snapshot (``replica``)
+            check = caught_up(replica.needed, replica.max_lag)
+            ready = drive(connection, check)  # before the read's snapshot (``replica``)
             if ready:
                 if connection.in_transaction():  # Core began one (a listener sent the check through it): none there
                     connection.commit()

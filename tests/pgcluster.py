@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 
 __all__ = ["Clusters", "ClusterError"]
 
@@ -211,6 +212,31 @@ class Clusters:
         target = self.query(self.primary_port, _INSERTED)
         sql = f"SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn) >= {target}"
         wait_for(lambda: bool(self.query(self.replica_port, sql)), "the replica to catch up")
+
+    def replay_age(self) -> float:
+        """Seconds since the last transaction the standby replayed committed on the primary."""
+        sql = "SELECT extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())"
+        return float(self.query(self.replica_port, sql))  # type: ignore[arg-type]
+
+    def cut_off_replica(self) -> str:
+        """Point the standby's WAL receiver at a port nobody listens on (it restarts on the reload): a standby
+        that still answers reads but no longer hears from the primary. Returns the setting to give back to
+        ``reconnect_replica``."""
+        with self.connect(self.replica_port) as conn:
+            conninfo = str(conn.execute("SHOW primary_conninfo").fetchone()[0])
+            nowhere = f"host=127.0.0.1 port={_free_port()} user=postgres connect_timeout=1"
+            conn.execute(sql.SQL("ALTER SYSTEM SET primary_conninfo = {}").format(sql.Literal(nowhere)))
+            conn.execute("SELECT pg_reload_conf()")
+        wait_for(lambda: not self.query(self.replica_port, "SELECT count(*) FROM pg_stat_wal_receiver"),
+                 "the replica's WAL receiver to go")
+        return conninfo
+
+    def reconnect_replica(self, conninfo: str) -> None:
+        """Give the standby its ``primary_conninfo`` back; returns once it streams again."""
+        with self.connect(self.replica_port) as conn:
+            conn.execute(sql.SQL("ALTER SYSTEM SET primary_conninfo = {}").format(sql.Literal(conninfo)))
+            conn.execute("SELECT pg_reload_conf()")
+        wait_for(self._streaming, "the replica to stream from the primary again")
 
     def stop(self) -> None:
         """Stop both servers (those running) and delete their files."""

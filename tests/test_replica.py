@@ -362,6 +362,75 @@ def test_a_replica_cut_during_a_read_raises_unavailable_and_rests(clusters: Clus
         assert theirs in ids(store.list_sessions())  # the replica rests: the primary serves
 
 
+def counted(engine: Any) -> list[str]:
+    """The statements ``engine`` runs from now on (a listener: they go through Core)."""
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda _c, _cur, statement, *_rest: statements.append(statement))
+    return statements
+
+
+def test_a_replica_further_behind_than_read_max_lag_serves_nothing(clusters: Clusters) -> None:
+    """``read_max_lag``: once the replica's replay is held up (paused here) with WAL waiting, and the last
+    transaction it replayed committed longer ago than the bound, a bounded store's lag-tolerant reads go to the
+    primary, while an unbounded one's (and the default's 30 s) still come from the replica. No write of the
+    reading stores is involved: the bound covers everyone's writes. Caught up again, the replica serves."""
+    bound = 1.0
+    replica = clusters.replica_url
+    with (
+        SessionStore.open(clusters.primary_url, read_url=replica, read_max_lag=bound, index_in_background=False) as bounded,
+        SessionStore.open(clusters.primary_url, read_url=replica, read_max_lag=None, index_in_background=False) as unbounded,
+        replica_store(clusters) as default,
+        primary_store(clusters) as other,
+    ):
+        clusters.wait_caught_up()
+        clusters.pause_replay()
+        theirs = word_session(other, "grebe")  # received by the replica, not replayed
+        wait_for(lambda: clusters.replay_age() > bound, "the replica to fall a second behind")
+        on_replica = counted(bounded._replica.engine)  # type: ignore[union-attr]  # reaching in: where reads run
+        assert theirs in ids(bounded.list_sessions())  # the primary's answer
+        assert [hit.session_id for hit in bounded.search("grebe")] == [theirs]
+        assert bounded.stats(theirs).messages == 1
+        assert len(on_replica) == 3  # each read only checked the replica
+        for store in (unbounded, default):
+            assert theirs not in ids(store.list_sessions())  # the replica's answer
+            assert store.search("grebe") == []
+        clusters.resume_replay()
+
+        def served_by_replica() -> bool:  # the WAL a quiet primary writes now and then can be pending a moment
+            on_replica.clear()
+            return theirs in ids(bounded.list_sessions()) and len(on_replica) > 1  # the check and the read
+        wait_for(served_by_replica, "the caught-up replica to serve the bounded store")
+
+
+def test_a_replica_cut_off_from_the_primary_serves_nothing(clusters: Clusters) -> None:
+    """A standby whose WAL receiver has no connection to the primary cannot tell how far the primary has moved
+    on: with a bound (the default's too) its reads go to the primary; without one it still serves."""
+    with (
+        replica_store(clusters) as default,
+        SessionStore.open(clusters.primary_url, read_url=clusters.replica_url, read_max_lag=None,
+                          index_in_background=False) as unbounded,
+        primary_store(clusters) as other,
+    ):
+        clusters.wait_caught_up()
+        conninfo = clusters.cut_off_replica()
+        try:
+            theirs = other.create_session(title="written while the replica is cut off").id
+            assert theirs in ids(default.list_sessions())
+            assert theirs not in ids(unbounded.list_sessions())
+        finally:
+            clusters.reconnect_replica(conninfo)
+        clusters.wait_caught_up()
+        assert theirs in ids(unbounded.list_sessions())
+
+
+def test_read_max_lag_must_be_a_positive_number_of_seconds(clusters: Clusters) -> None:
+    for bad in (0, -1.0, float("nan"), float("inf"), "10", True):
+        with pytest.raises(InvalidInput, match="read_max_lag is a number of seconds above 0, or None"):
+            SessionStore.open(clusters.primary_url, read_url=clusters.replica_url, read_max_lag=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="read_max_lag is a number of seconds above 0, or None"):
+            asyncio.run(AsyncSessionStore.open(clusters.primary_url, read_url=clusters.replica_url, read_max_lag=bad))  # type: ignore[arg-type]
+
+
 # -- the async store ----------------------------------------------------------------------------------------------
 
 
@@ -393,6 +462,27 @@ async def test_async_replica_reads_writes_and_fallback(clusters: Clusters) -> No
     finally:
         await store.close()
         await other.close()
+
+
+@pytest.mark.anyio
+async def test_async_replica_further_behind_than_read_max_lag_serves_nothing(clusters: Clusters) -> None:
+    bound, replica = 1.0, clusters.replica_url
+    bounded = await AsyncSessionStore.open(clusters.primary_url, read_url=replica, read_max_lag=bound,
+                                           index_in_background=False)
+    patient = await AsyncSessionStore.open(clusters.primary_url, read_url=replica, read_max_lag=3600,
+                                           index_in_background=False)
+    other = await AsyncSessionStore.open(clusters.primary_url, index_in_background=False)
+    try:
+        clusters.wait_caught_up()
+        clusters.pause_replay()
+        theirs = (await other.create_session(title="async, while replay is held up")).id
+        wait_for(lambda: clusters.replay_age() > bound, "the replica to fall a second behind")
+        assert theirs in ids(await bounded.list_sessions())  # the primary's answer
+        assert theirs not in ids(await patient.list_sessions())  # the replica's: within an hour's bound
+    finally:
+        clusters.resume_replay()
+        for store in (bounded, patient, other):
+            await store.close()
 
 
 def test_the_position_after_a_wal_segment_switch_is_reached_by_the_replica(clusters: Clusters) -> None:

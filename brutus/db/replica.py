@@ -13,6 +13,14 @@ Rules (``SessionStore.open(url, read_url=...)`` and the async store keep them):
   everything replayed by the time of the check. (Checked as that first statement, the snapshot would precede
   the check by a little: replay could pass the position between the two, and the read miss the write.)
   Otherwise the read runs on the primary. Writes of other processes reach a replica read after the replica's lag.
+- A replica that falls behind serves nothing: beyond ``max_lag`` seconds (``read_max_lag``, default
+  ``MAX_LAG_S``, PostgreSQL's own default for how long replay may wait for a conflicting query; None: no bound),
+  reads go to the primary. The same check measures it, on the replica, without asking the primary: it has WAL
+  received and not replayed yet, and the last transaction it replayed committed more than ``max_lag`` seconds
+  ago; or no WAL receiver is connected to the primary (nothing says how far it has moved on since). So a
+  replica whose replay is held up or paused, or cut off from the primary, stops serving within ``max_lag``; one
+  whose WAL arrives late over a slow link is measured only from what it received. A standby fed from a WAL
+  archive alone has no receiver: give it ``read_max_lag=None``.
 - A replica that fails (down, the connection cut, a query cancelled by replay) serves nothing for
   ``RETRY_S`` seconds: reads go to the primary and the replica is tried again after that. A failure before the
   read began (connecting, the check) falls back to the primary in the same call; one in the middle of the read
@@ -21,6 +29,7 @@ Rules (``SessionStore.open(url, read_url=...)`` and the async store keep them):
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,8 +42,10 @@ from ..errors import InvalidInput, Unavailable
 from .engine import normalize_url, redact
 from .statements import Op, step
 
-__all__ = ["READ", "RETRY_S", "Replica", "caught_up", "engine_settings", "failure", "primary_position"]
+__all__ = ["MAX_LAG_S", "READ", "RETRY_S", "Replica", "caught_up", "check_max_lag", "engine_settings", "failure",
+           "primary_position"]
 
+MAX_LAG_S = 30.0  # a replica further behind serves no read (``read_max_lag``; max_standby_streaming_delay's default)
 RETRY_S = 5.0  # how long a failed replica rests before reads try it again
 CONNECT_TIMEOUT_S = 3  # a replica that does not accept a connection within this is down
 READ = {"isolation_level": "REPEATABLE READ"}  # a replica read's transaction: the check and the read, one snapshot
@@ -47,6 +58,12 @@ _POSITION = text(
     "::bigint AS p, current_setting('wal_block_size')::bigint AS b) AS wal"
 )
 _CAUGHT_UP = text("SELECT coalesce((pg_last_wal_replay_lsn() - '0/0'::pg_lsn) >= :needed, false)")
+# ...and not further behind than :max_lag seconds, measured on the replica (module docstring)
+_CAUGHT_UP_WITHIN = text(
+    "SELECT coalesce((pg_last_wal_replay_lsn() - '0/0'::pg_lsn) >= :needed"
+    " AND EXISTS (SELECT FROM pg_stat_wal_receiver) AND (pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn()"
+    " OR clock_timestamp() - pg_last_xact_replay_timestamp() <= make_interval(secs => :max_lag)), false)"
+)
 
 
 def engine_settings(url: str, read_url: str) -> dict[str, Any]:
@@ -67,6 +84,16 @@ def engine_settings(url: str, read_url: str) -> dict[str, Any]:
     return {"create": False, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}}
 
 
+def check_max_lag(max_lag: float | None) -> float | None:
+    """``read_max_lag`` as given, or ``InvalidInput`` unless it is None or a positive number of seconds."""
+    if max_lag is None:
+        return None
+    if isinstance(max_lag, bool) or not isinstance(max_lag, (int, float)) or not math.isfinite(max_lag) \
+            or max_lag <= 0:
+        raise InvalidInput(f"read_max_lag is a number of seconds above 0, or None for no bound; got {max_lag!r}")
+    return float(max_lag)
+
+
 def failure(replica: Replica, exc: Exception) -> Unavailable:
     """A replica that failed in the middle of a read: it rests (``Replica.failed``), and the call raises this."""
     replica.failed()
@@ -79,10 +106,12 @@ def primary_position() -> Op:
     return int((yield step(_POSITION, {}, fetch="first"))[0])
 
 
-def caught_up(needed: int) -> Op:
-    """On the replica: whether it has replayed the primary's WAL up to ``needed`` (false on a server that is not
-    replaying: not a standby)."""
-    return bool((yield step(_CAUGHT_UP, {"needed": needed}, fetch="first"))[0])
+def caught_up(needed: int, max_lag: float | None = None) -> Op:
+    """On the replica: whether it has replayed the primary's WAL up to ``needed``, and is not further behind than
+    ``max_lag`` seconds (None: no bound); false on a server that is not replaying (not a standby)."""
+    if max_lag is None:
+        return bool((yield step(_CAUGHT_UP, {"needed": needed}, fetch="first"))[0])
+    return bool((yield step(_CAUGHT_UP_WITHIN, {"needed": needed, "max_lag": max_lag}, fetch="first"))[0])
 
 
 class Replica:
@@ -90,9 +119,11 @@ class Replica:
     failure (module docstring). Shared by the threads or tasks of one store: ``lock`` (a ``threading.Lock``, an
     ``asyncio.Lock`` on the async store) is held while one of them reads the primary's position."""
 
-    def __init__(self, engine: Any, lock: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, engine: Any, lock: Any, *, max_lag: float | None = MAX_LAG_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine  # an Engine, or an AsyncEngine on the async store
         self.lock = lock
+        self.max_lag = max_lag
         self.clock = clock
         self.needed = 0  # the primary's WAL position the replica must have replayed
         self.stale = False  # this store wrote since ``needed`` was read
