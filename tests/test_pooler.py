@@ -7,22 +7,16 @@ acknowledged is lost, the store works again by itself).
 
 They run when ``BRUTUS_TEST_PGBOUNCER_URL`` names a pgbouncer (``.ci/run`` starts one; conftest deselects them
 otherwise, and under CI its absence is an error). The race goes through that pooler; the other tests start a
-pgbouncer of their own (``Pooler``), one they may restart, with the same settings as ``.ci/pgbouncer.ini``.
+pgbouncer of their own (``pgpooler.Pooler``), one they may restart, with the same settings as ``.ci/pgbouncer.ini``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -31,6 +25,7 @@ from sqlalchemy.engine import make_url
 
 from builders import Msg, Tool, write_history
 from pgcluster import wait_for
+from pgpooler import Pooler
 from brutus import AsyncSessionStore, CompactionInProgress, DatabaseError, InvalidInput, SessionStore, Unavailable
 from brutus.models import TokenCounts
 from brutus.summarizers import Summary, SummaryRequest
@@ -52,74 +47,6 @@ async def await_for(condition: Callable[[], bool], what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.005)
-
-
-def _answers(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Pooler:
-    """A pgbouncer of the test's own in transaction mode, ``pool_size`` server connections per database, on a
-    free port, in a temporary directory; started as user postgres when the tests run as root (pgbouncer
-    refuses root). ``stop`` ends it (SIGTERM: its clients' connections close at once) and ``start`` brings it
-    back on the same port."""
-
-    def __init__(self, pool_size: int) -> None:
-        self.port = _free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="brutus-test-pgbouncer-"))
-        (self.dir / "users.txt").write_text('"root" ""\n')
-        (self.dir / "pgbouncer.ini").write_text(
-            "[databases]\n* = host=127.0.0.1 port=5432\n[pgbouncer]\n"
-            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\npool_mode = transaction\n"
-            "auth_type = trust\nauth_file = users.txt\nauth_user = root\n"
-            f"default_pool_size = {pool_size}\nmax_client_conn = 200\nlogfile = pgbouncer.log\npidfile = pgbouncer.pid\n"
-        )
-        self.as_postgres = os.geteuid() == 0
-        if self.as_postgres:
-            for path in (self.dir, *self.dir.iterdir()):
-                shutil.chown(path, "postgres")
-        self.pid: int | None = None
-
-    def start(self) -> None:
-        binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-        command = [*(["runuser", "-u", "postgres", "--"] if self.as_postgres else []), binary, "-d", "pgbouncer.ini"]
-        subprocess.run(command, cwd=self.dir, check=True, capture_output=True)
-        wait_for(lambda: _answers(self.port) and (self.dir / "pgbouncer.pid").exists(), f"pgbouncer on port {self.port}")
-        self.pid = int((self.dir / "pgbouncer.pid").read_text())
-
-    def stop(self) -> None:
-        pid, self.pid = self.pid, None
-        if pid is None:
-            return
-        os.kill(pid, signal.SIGTERM)
-        wait_for(lambda: not _alive(pid) and not _answers(self.port), f"pgbouncer {pid} to exit")
-
-    def url(self, database_url: str) -> str:
-        """``database_url``'s database through this pooler."""
-        through = make_url(database_url).set(host="127.0.0.1", port=self.port).update_query_dict({"pooler": "transaction"})
-        return through.render_as_string(hide_password=False)
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from cli_helpers import run
 from pgcluster import Clusters, wait_for
+from pgpooler import Pooler
 
 from brutus import AsyncSessionStore, DatabaseError, InvalidInput, NotFound, SessionStore, TextPart, Unavailable
 from brutus.db import replica as replica_module
@@ -421,6 +422,45 @@ def test_a_replica_cut_off_from_the_primary_serves_nothing(clusters: Clusters) -
             clusters.reconnect_replica(conninfo)
         clusters.wait_caught_up()
         assert theirs in ids(unbounded.list_sessions())
+
+
+@pytest.fixture
+def poolers(clusters: Clusters) -> Iterator[tuple[Pooler, Pooler]]:
+    """A pgbouncer in transaction mode in front of each of the primary and the replica."""
+    started = [Pooler(pool_size=2, server_port=port) for port in (clusters.primary_port, clusters.replica_port)]
+    try:
+        for pooler in started:
+            pooler.start()
+        yield started[0], started[1]
+    finally:
+        for pooler in started:
+            pooler.close()
+
+
+def test_a_replica_behind_a_pooler(clusters: Clusters, poolers: tuple[Pooler, Pooler]) -> None:
+    """Primary and replica each behind a transaction-pooling pgbouncer with two server connections: the
+    replica's check and its read are separate transactions, which the pooler may give different server
+    connections, of the one replica. Lag-tolerant reads come from the replica, the writer reads its own
+    writes, and the lag bound holds, as directly."""
+    primary, replica = poolers[0].url(clusters.primary_url), poolers[1].url(clusters.replica_url)
+    with (
+        SessionStore.open(primary, read_url=replica, index_in_background=False) as store,
+        SessionStore.open(primary, read_url=replica, read_max_lag=1.0, index_in_background=False) as bounded,
+        primary_store(clusters) as other,
+    ):
+        mine = word_session(store, "dunlin")
+        assert store.stats(mine).messages == 1  # its own write, checked for on the replica through the pooler
+        clusters.wait_caught_up()
+        clusters.pause_replay()
+        theirs = word_session(other, "dunlin")
+        for _ in range(6):  # more than psycopg's prepare threshold: nothing prepared outlives a transaction
+            listed = ids(store.list_sessions())
+            assert mine in listed and theirs not in listed
+            assert [hit.session_id for hit in store.search("dunlin")] == [mine]
+        wait_for(lambda: clusters.replay_age() > 1.0, "the replica to fall a second behind")
+        assert theirs in ids(bounded.list_sessions())  # too far behind for this one: the primary
+        later = store.create_session(title="later").id
+        assert {mine, theirs, later} <= ids(store.list_sessions())  # its write not replayed: the primary
 
 
 def test_read_max_lag_must_be_a_positive_number_of_seconds(clusters: Clusters) -> None:
