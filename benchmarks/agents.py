@@ -148,6 +148,7 @@ class Counters:
     samples: list[float] = field(default_factory=list)  # ms of each step without a compaction
     compacting: list[float] = field(default_factory=list)  # ms of each step whose request() compacted
     errors: int = 0
+    unstarted: int = 0  # agents that failed to start (never reset: they are missing from every later window)
     last_error: str = ""
 
     def add(self, ms: float, compacted: bool) -> None:
@@ -227,8 +228,8 @@ def sync_agent(store: Any, model: Model, opts: Options, counters: Counters, stop
         ledger.messages += history.messages
         ledger.calls += history.calls
         conv.request()
-    except Exception as exc:  # noqa: BLE001  an agent that could not start is an error too
-        counters.errors += 1
+    except Exception as exc:  # noqa: BLE001  an agent that could not start is an error of every window after
+        counters.unstarted += 1
         counters.last_error = repr(exc)[:300]
         return
     while not stop.wait(model.think(*opts.think)):
@@ -276,7 +277,7 @@ async def async_agent(store: Any, model: Model, opts: Options, counters: Counter
         ledger.calls += history.calls
         await conv.request()
     except Exception as exc:  # noqa: BLE001
-        counters.errors += 1
+        counters.unstarted += 1
         counters.last_error = repr(exc)[:300]
         return
     while not await _stopped(stop, model.think(*opts.think)):
@@ -413,13 +414,22 @@ class Reporter:
 
     def collect(self) -> dict[str, Any]:
         c = self.counters
-        return {"samples": list(c.samples), "compacting": list(c.compacting), "errors": c.errors, "last_error": c.last_error,
+        return {"samples": list(c.samples), "compacting": list(c.compacting), "errors": c.errors + c.unstarted,
+                "last_error": c.last_error,
                 "cpu_s": time.process_time() - self.cpu, "wire": _delta(self.wire.snapshot(), self.at)}
+
+
+# ``--pool-size`` by default: POOLS / processes. With the overflow and the async store's second pool (batches),
+# the processes may hold three times as many connections: within PostgreSQL's default max_connections of 100.
+POOLS = 32
 
 
 def _engine_options(opts: Options) -> dict[str, Any]:
     """Each process's pool: ``pool_size`` connections and half as many more (the server's ``max_connections``
-    is shared with whatever else runs there)."""
+    is shared with whatever else runs there). The pool closes an overflow connection as it is given back, so
+    one too small for the calls at once opens connections all the time, and its steps wait for them: at 200
+    agents through pgbouncer, 8 + 4 opened 9-13 connections a window and had p99 79-96 ms where 16 + 8 opened
+    none and had 49-70 ms (benchmarks/RESULTS.md)."""
     return {"pool_size": opts.pool_size, "max_overflow": opts.pool_size // 2}
 
 
@@ -781,12 +791,14 @@ def main(argv: list[str] | None = None) -> int:
                         f"{DEFAULT_URL.rsplit('/', 1)[0]}, dropped afterwards)")
     parser.add_argument("--server", default=DEFAULT_URL, help="where the fresh database is made (default %(default)s)")
     parser.add_argument("--store", choices=("async", "sync", "both"), default="both")
-    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--levels", default="25,50,75,100,150,200,250,300,350,400", help="agents at each level, comma-separated")
     parser.add_argument("--warmup", type=float, default=8.0, help="seconds at each level before its window")
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured at each level")
     parser.add_argument("--p99", type=float, default=100.0, help="the p99 step latency (ms) a level must keep")
-    parser.add_argument("--pool-size", type=int, default=8, help="each process's pool (and half as many overflow connections)")
+    parser.add_argument("--pool-size", type=int, default=None,
+                        help="each process's pool, and half as many overflow connections, which close as they return "
+                             "(default: 32 / processes, 8 for 4: the server's max_connections is shared)")
     parser.add_argument("--no-indexer", action="store_true", help="stores without the background search indexer")
     parser.add_argument("--switch-interval", type=float, metavar="S", help="the agent processes' "
                         "sys.setswitchinterval (default: Python's 0.005 s)")
@@ -816,7 +828,8 @@ def main(argv: list[str] | None = None) -> int:
     for store in stores:  # each on a database of its own: one the other store filled is vacuumed meanwhile
         with pg_database(args.server, "brutus_agents") if args.url is None else nullcontext(args.url) as url:
             opts = Options(url=url, store=store, processes=args.processes, levels=levels, warmup=args.warmup,
-                           window=args.window, p99=args.p99, pool_size=args.pool_size, indexer=not args.no_indexer,
+                           window=args.window, p99=args.p99, pool_size=args.pool_size or max(4, POOLS // args.processes),
+                           indexer=not args.no_indexer,
                            phased=not args.no_phase, analyze=not args.no_analyze, switch_interval=args.switch_interval)
             ok = run_and_report(opts, report) and ok
     args.results.mkdir(parents=True, exist_ok=True)

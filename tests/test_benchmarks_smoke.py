@@ -116,3 +116,32 @@ def test_agents_benchmark_holds_a_few_agents_and_loses_nothing(backend: str, tmp
         assert check["sessions"] == found["rows"][-1]["agents"] and check["acknowledged_messages"] > 0
         assert check["lost_messages"] == check["lost_calls"] == check["sessions_with_gaps"] == 0
     assert "held with p99 <= 100 ms" in done.stdout
+
+
+def test_agents_that_failed_to_start_are_errors_of_every_window_after() -> None:
+    """An agent whose start failed (seen: "too many clients" with every process's pools over the server's
+    max_connections) is gone from every later window: each counts it, so no such level is reported as held."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("agents_benchmark", RUN.parent / "agents.py")
+    assert spec is not None and spec.loader is not None
+    agents = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = agents  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(agents)
+
+        class NoWire:
+            def snapshot(self) -> dict[str, int]:
+                return {}
+
+        counters = agents.Counters()
+        reporter = agents.Reporter(counters, NoWire())
+        counters.unstarted += 1
+        counters.errors += 1
+        assert reporter.collect()["errors"] == 2
+        reporter.mark()  # a new window: the step's error is behind it, the missing agent is not
+        assert reporter.collect()["errors"] == 1
+        row = {"agents": 8, "errors": 1, "p99_ms": 20.0}
+        assert agents.held([{"agents": 4, "errors": 0, "p99_ms": 20.0}, row], 100.0) == 4
+    finally:
+        del sys.modules[spec.name]
