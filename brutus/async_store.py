@@ -111,6 +111,7 @@ class AsyncSessionStore(StoreCalls, mode="async"):
                 "AsyncSessionStore needs an engine with brutus's connection settings: build it with "
                 "brutus.db.async_engine.make_async_engine(url, **engine_options), or use AsyncSessionStore.open(url)"
             )
+        lag = check_max_lag(read_max_lag)  # before any thread starts
         self.engine = engine
         self.dialect = engine.dialect.name
         self.read_only = read_only
@@ -132,7 +133,6 @@ class AsyncSessionStore(StoreCalls, mode="async"):
         self._threads = PGThreads(twin_engine(engine)) if sqlite is None else None
         # the search index filled by a task a moment after commits (see db/indexer.py)
         self._indexer = AsyncIndexer(self._index_batch) if index_in_background and not read_only else None
-        lag = check_max_lag(read_max_lag)
         self._replica = Replica(read_engine, asyncio.Lock(), max_lag=lag) if read_engine is not None else None
         # PostgreSQL: a read Tx(autocommit=True) runs without BEGIN and COMMIT (``SessionStore``'s rules; not a
         # write: a cancelled call's write must not commit on its thread)

@@ -72,6 +72,7 @@ class SessionStore(StoreCalls, mode="sync"):
                 "SessionStore needs an engine with brutus's connection settings (JSON codec, SQLite pragmas such as "
                 "foreign_keys): build it with brutus.make_engine(url, **engine_options), or use SessionStore.open(url)"
             )
+        lag = check_max_lag(read_max_lag)  # before any thread starts
         self.engine = engine
         self.dialect = engine.dialect.name
         self.read_only = read_only
@@ -92,7 +93,6 @@ class SessionStore(StoreCalls, mode="sync"):
         self._local = threading.local()  # SQLite: one driver connection kept per thread (no pool round trip)
         self._held: list[Any] = []
         self._held_lock = threading.Lock()
-        lag = check_max_lag(read_max_lag)
         self._replica = Replica(read_engine, threading.Lock(), max_lag=lag) if read_engine is not None else None
         # PostgreSQL: a Tx(autocommit=True) runs without BEGIN and COMMIT (not on a tenant's store: its BEGIN
         # sets the tenant; nor a read-only one: its BEGIN says READ ONLY)

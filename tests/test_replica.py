@@ -469,6 +469,12 @@ def test_read_max_lag_must_be_a_positive_number_of_seconds(clusters: Clusters) -
             SessionStore.open(clusters.primary_url, read_url=clusters.replica_url, read_max_lag=bad)  # type: ignore[arg-type]
         with pytest.raises(InvalidInput, match="read_max_lag is a number of seconds above 0, or None"):
             asyncio.run(AsyncSessionStore.open(clusters.primary_url, read_url=clusters.replica_url, read_max_lag=bad))  # type: ignore[arg-type]
+    engine = make_engine(clusters.primary_url)
+    try:
+        with pytest.raises(InvalidInput, match="read_max_lag is a number of seconds"):
+            SessionStore(engine, read_max_lag=0)  # the constructor too, before its indexer's thread starts
+    finally:
+        engine.dispose()
 
 
 # -- the async store ----------------------------------------------------------------------------------------------
