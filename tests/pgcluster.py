@@ -210,13 +210,13 @@ class Clusters:
         """Wait until the standby has replayed every WAL record the primary has inserted so far (the insert
         position, or the start of its page when it sits just past a page header, where no record ends)."""
         target = self.query(self.primary_port, _INSERTED)
-        sql = f"SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn) >= {target}"
-        wait_for(lambda: bool(self.query(self.replica_port, sql)), "the replica to catch up")
+        reached = f"SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn) >= {target}"
+        wait_for(lambda: bool(self.query(self.replica_port, reached)), "the replica to catch up")
 
     def replay_age(self) -> float:
         """Seconds since the last transaction the standby replayed committed on the primary."""
-        sql = "SELECT extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())"
-        return float(self.query(self.replica_port, sql))  # type: ignore[arg-type]
+        age = "SELECT extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())"
+        return float(self.query(self.replica_port, age))  # type: ignore[arg-type]
 
     def cut_off_replica(self) -> str:
         """Point the standby's WAL receiver at a port nobody listens on (it restarts on the reload): a standby
