@@ -25,7 +25,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-__all__ = ["Clusters", "ClusterError"]
+__all__ = ["Clusters", "ClusterError", "free_port", "wait_for"]
 
 _INSERTED = (
     "SELECT p - CASE WHEN p % b <= 40 THEN p % b ELSE 0 END FROM (SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)"
@@ -51,7 +51,8 @@ def _bindir() -> Path:
     return bindir
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -74,7 +75,7 @@ class Clusters:
         self.base = Path(tempfile.mkdtemp(prefix="brutus_replica_"))
         shutil.chown(self.base, "postgres", "postgres")
         self.primary_dir, self.replica_dir = self.base / "primary", self.base / "replica"
-        self.primary_port, self.replica_port = _free_port(), _free_port()
+        self.primary_port, self.replica_port = free_port(), free_port()
         self.role = getpass.getuser()
         self.database = "brutus_replica"
 
@@ -224,7 +225,7 @@ class Clusters:
         ``reconnect_replica``."""
         with self.connect(self.replica_port) as conn:
             conninfo = str(conn.execute("SHOW primary_conninfo").fetchone()[0])
-            nowhere = f"host=127.0.0.1 port={_free_port()} user=postgres connect_timeout=1"
+            nowhere = f"host=127.0.0.1 port={free_port()} user=postgres connect_timeout=1"
             conn.execute(sql.SQL("ALTER SYSTEM SET primary_conninfo = {}").format(sql.Literal(nowhere)))
             conn.execute("SELECT pg_reload_conf()")
         wait_for(lambda: not self.query(self.replica_port, "SELECT count(*) FROM pg_stat_wal_receiver"),

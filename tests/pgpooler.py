@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from pgcluster import wait_for
+from pgcluster import free_port, wait_for
 
 __all__ = ["Pooler"]
 
@@ -33,12 +33,6 @@ def _answers(port: int) -> bool:
     return True
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class Pooler:
     """A pgbouncer of the test's own in transaction mode, ``pool_size`` server connections per database, on a
     free port, in a temporary directory; started as user postgres when the tests run as root (pgbouncer
@@ -46,7 +40,7 @@ class Pooler:
     back on the same port."""
 
     def __init__(self, pool_size: int, server_port: int = 5432) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="brutus-test-pgbouncer-"))
         (self.dir / "users.txt").write_text(f'"{getpass.getuser()}" ""\n')
         (self.dir / "pgbouncer.ini").write_text(
